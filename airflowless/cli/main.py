@@ -1,0 +1,39 @@
+"""``airflowless``: the command group and its small commands."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .cluster import cluster
+from .run import run
+from .runs import runs
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """airflowless: ML pipelines on a Dask cluster, with a durable record of every run.
+
+    \b
+    airflowless run pipelines/taxi.py --param num_workers=2
+    airflowless runs list
+    airflowless cluster up --workers 2
+    """
+
+
+@cli.command()
+def version() -> None:
+    """Print the versions of airflowless and of Dask."""
+    import dask
+    import distributed
+
+    click.echo(f"airflowless {__version__} (dask {dask.__version__}, distributed {distributed.__version__})")
+
+
+cli.add_command(run)
+cli.add_command(runs)
+cli.add_command(cluster)
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,40 @@
+"""Tables for the terminal (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ..dag.result import stage_rows
+from ..store.records import RunRecord
+
+_STYLE = {"succeeded": "green", "cached": "cyan", "failed": "red", "skipped": "yellow",
+          "running": "blue", "interrupted": "magenta"}
+
+
+def _status(text: str) -> str:
+    style = _STYLE.get(text)
+    return f"[{style}]{text}[/{style}]" if style else text
+
+
+def print_run(run: RunRecord) -> None:
+    took = f" in {run.duration_s:.2f}s" if run.duration_s is not None else ""
+    table = Table(title=f"run {run.id} of {run.pipeline}: {run.status}{took}", title_justify="left")
+    for column in ("stage", "status", "attempts", "duration", "worker", "output"):
+        table.add_column(column, overflow="fold")
+    for row in stage_rows(run):
+        table.add_row(row[0], _status(row[1]), *row[2:])
+    Console().print(table)
+    if run.params:
+        Console().print("params: " + ", ".join(f"{k}={v!r}" for k, v in run.params.items()))
+
+
+def print_runs(runs: list[RunRecord]) -> None:
+    table = Table(title="runs", title_justify="left")
+    for column in ("id", "pipeline", "status", "started", "duration", "params"):
+        table.add_column(column, overflow="fold")
+    for r in runs:
+        table.add_row(str(r.id), r.pipeline, _status(r.status), r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                      f"{r.duration_s:.2f}s" if r.duration_s is not None else "",
+                      ", ".join(f"{k}={v!r}" for k, v in r.params.items()))
+    Console().print(table)

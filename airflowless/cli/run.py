@@ -1,0 +1,56 @@
+"""``airflowless run``: run a pipeline module on the cluster."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import AirflowlessError
+
+
+@click.command()
+@click.argument("target")
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
+              help="Set a pipeline parameter (parsed to its declared type). Repeatable.")
+@click.option("--address", metavar="ADDRESS", default=None,
+              help="Scheduler to run on (default: AIRFLOWLESS_ADDRESS, else an embedded cluster).")
+@click.option("--resume", type=int, default=None, metavar="RUN_ID",
+              help="Resume a failed run: reuse its finished stages, run the rest.")
+@click.option("--no-cache", is_flag=True, help="Run every stage, even if an earlier output matches.")
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def run(target: str, params: tuple[str, ...], address: str | None, resume: int | None,
+        no_cache: bool, db: str | None) -> None:
+    """Run the pipeline TARGET: a file or module, optionally :NAME (pipelines/taxi.py:taxi)."""
+    from ..dag import load_pipeline
+    from ..dag.params import parse_assignments
+    from ..runtime import init, shutdown
+    from ..store import open_store
+    from .render import print_run
+
+    try:
+        pipe = load_pipeline(target)
+        values = parse_assignments(list(params), pipe.params)
+        if resume is None:
+            pipe.graph(**values)  # validate before starting anything
+        store = open_store(db)
+        client = init(address)
+        try:
+            result = pipe.run(values, client=client, store=store, cache=not no_cache, resume=resume,
+                              raise_on_failure=False)
+        finally:
+            shutdown()
+    except AirflowlessError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    print_run(result.record)
+    if result.status != "succeeded":
+        failed = [s for s in result.record.stages if s.status == "failed"]
+        for stage in failed:
+            click.echo(f"\n--- stage {stage.node} failed ---\n{stage.traceback or stage.error}", err=True)
+        click.echo(f"\nrun {result.run_id} failed; resume with: airflowless run {target} --resume {result.run_id}",
+                   err=True)
+        sys.exit(1)
+    if result.value is not None:
+        click.echo(f"result: {result.value!r}")
+

@@ -1,0 +1,43 @@
+"""``airflowless runs``: read the record of pipeline runs."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.group()
+def runs() -> None:
+    """List and show pipeline runs from the store."""
+
+
+@runs.command("list")
+@click.option("--limit", default=20, show_default=True, help="How many of the latest runs.")
+@click.option("--pipeline", default=None, help="Only runs of this pipeline.")
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def list_runs(limit: int, pipeline: str | None, db: str | None) -> None:
+    """The latest runs, newest first."""
+    from ..store import open_store
+    from .render import print_runs
+
+    print_runs(open_store(db).list_runs(limit=limit, pipeline=pipeline))
+
+
+@runs.command("show")
+@click.argument("run_id", type=int)
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def show_run(run_id: int, db: str | None) -> None:
+    """One run: its stages, their states, timings and errors."""
+    from ..store import open_store
+    from .render import print_run
+
+    try:
+        record = open_store(db).get_run(run_id)
+    except KeyError as exc:
+        click.echo(f"error: {exc.args[0]}", err=True)
+        sys.exit(2)
+    print_run(record)
+    for stage in record.stages:
+        if stage.traceback:
+            click.echo(f"\n--- stage {stage.node} ---\n{stage.traceback}")

@@ -1,0 +1,149 @@
+"""Pipeline parameters: declared by the pipeline function's signature, parsed from text.
+
+>>> parse_value("n", "3", int)
+3
+>>> parse_value("flag", "yes", bool)
+True
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ParameterError
+
+__all__ = ["Param", "params_of", "parse_value", "parse_assignments", "bind_params"]
+
+_MISSING = inspect.Parameter.empty
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f"}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    annotation: Any
+    default: Any
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING
+
+    @property
+    def type_name(self) -> str:
+        if self.annotation is _MISSING:
+            return "any" if self.required else type(self.default).__name__
+        return getattr(self.annotation, "__name__", None) or str(self.annotation)
+
+
+def params_of(fn: Any) -> dict[str, Param]:
+    """The parameters a pipeline function declares, with their types and defaults."""
+    hints: dict[str, Any] = {}
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    found: dict[str, Param] = {}
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise ParameterError(
+                f"pipeline {fn.__name__!r} takes *{p.name}; declare each parameter by name so "
+                "it can be set with --param name=value"
+            )
+        found[p.name] = Param(p.name, hints.get(p.name, p.annotation), p.default)
+    return found
+
+
+def _parse(text: str, annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if annotation in (_MISSING, Any, str):
+        return text
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if text.lower() in {"none", "null"} and len(options) < len(typing.get_args(annotation)):
+            return None
+        errors = []
+        for option in options:
+            try:
+                return _parse(text, option)
+            except (ValueError, TypeError) as exc:
+                errors.append(str(exc))
+        raise ValueError("; ".join(errors))
+    if origin is typing.Literal:
+        for choice in typing.get_args(annotation):
+            if str(choice) == text:
+                return choice
+        raise ValueError(f"expected one of {list(typing.get_args(annotation))}")
+    if annotation is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ValueError("expected true/false, yes/no, 1/0")
+    if annotation in (int, float):
+        return annotation(text)
+    if annotation is Path:
+        return Path(text)
+    if annotation in (list, dict, tuple) or origin in (list, dict, tuple):
+        value = json.loads(text)
+        kind = origin or annotation
+        if not isinstance(value, list if kind is tuple else kind):
+            raise ValueError(f"expected a JSON {kind.__name__}")
+        return tuple(value) if kind is tuple else value
+    if isinstance(annotation, type):
+        return annotation(text)
+    return text
+
+
+def parse_value(name: str, text: str, annotation: Any) -> Any:
+    """``text`` parsed to ``annotation``; :class:`ParameterError` naming the parameter if it can't be."""
+    try:
+        return _parse(text, annotation)
+    except (ValueError, TypeError, json.JSONDecodeError) as exc:
+        type_name = getattr(annotation, "__name__", None) or str(annotation)
+        raise ParameterError(
+            f"parameter {name!r} expects {type_name}, got {text!r} ({exc}); "
+            f"pass e.g. --param {name}=<{type_name}>"
+        ) from None
+
+
+def parse_assignments(pairs: list[str], declared: dict[str, Param]) -> dict[str, Any]:
+    """``["k=v", ...]`` parsed to each parameter's declared type (or its default's type)."""
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ParameterError(f"a parameter is set as name=value, got {pair!r}")
+        if name not in declared:
+            raise ParameterError(
+                f"unknown parameter {name!r}; this pipeline takes {sorted(declared) or 'no parameters'}"
+            )
+        param = declared[name]
+        annotation = param.annotation
+        if annotation is _MISSING and not param.required and param.default is not None:
+            annotation = type(param.default)
+        values[name] = parse_value(name, text, annotation)
+    return values
+
+
+def bind_params(pipeline: str, declared: dict[str, Param], given: dict[str, Any]) -> dict[str, Any]:
+    """Defaults filled in; unknown or missing parameters are one clear error."""
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise ParameterError(
+            f"pipeline {pipeline!r} has no parameter(s) {unknown}; it takes {sorted(declared) or 'none'}"
+        )
+    missing = sorted(n for n, p in declared.items() if p.required and n not in given)
+    if missing:
+        raise ParameterError(
+            f"pipeline {pipeline!r} needs parameter(s) {missing}; pass them, e.g. "
+            + " ".join(f"--param {m}=..." for m in missing)
+        )
+    return {name: given.get(name, p.default) for name, p in declared.items()}

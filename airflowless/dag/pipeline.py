@@ -1,0 +1,128 @@
+"""Pipelines: a function that wires stages, run on the cluster by calling it.
+
+>>> from airflowless import pipeline, stage
+>>> @stage
+... def double(x: int) -> int:
+...     return 2 * x
+>>> @pipeline
+... def demo(n: int = 3):
+...     return double(double(n))
+>>> demo.graph().nodes.keys()
+dict_keys(['double', 'double-2'])
+>>> demo(n=2).value          # runs on the cluster (airflowless.init() if needed)  # doctest: +SKIP
+8
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ParameterError, PipelineDefinitionError
+from .graph import Graph
+from .params import Param, bind_params, params_of
+from .trace import tracing
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from ..store import Store
+    from .result import RunResult
+
+__all__ = ["Pipeline", "pipeline"]
+
+
+class Pipeline:
+    """A traced, runnable pipeline. Build with :func:`pipeline`."""
+
+    def __init__(self, fn: Any, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.params: dict[str, Param] = params_of(fn)
+        functools.update_wrapper(self, fn)
+
+    @property
+    def module(self) -> str:
+        file = inspect.getsourcefile(self.fn) or ""
+        return f"{self.fn.__module__}:{file}" if file else self.fn.__module__
+
+    def graph(self, **params: Any) -> Graph:
+        """Trace the pipeline with ``params`` (defaults filled in) and validate the graph."""
+        bound = bind_params(self.name, self.params, params)
+        with tracing(self.name) as trace:
+            try:
+                returned = self.fn(**bound)
+            except PipelineDefinitionError:
+                raise
+            except Exception as exc:
+                raise PipelineDefinitionError(
+                    f"pipeline {self.name!r} raised while its stages were being wired: "
+                    f"{type(exc).__name__}: {exc}. A pipeline function only calls stages; "
+                    "do the work inside a stage"
+                ) from exc
+        trace.graph.result = returned
+        trace.graph.validate()
+        return trace.graph
+
+    def run(
+        self, params: dict[str, Any] | None = None, *, client: Client | None = None,
+        address: str | None = None, store: Store | str | None = None, storage: str | None = None,
+        cache: bool = True, resume: int | None = None, raise_on_failure: bool = True,
+    ) -> RunResult:
+        """Run on the cluster and record the run; see :func:`airflowless.dag.runner.execute`.
+
+        ``resume``: the id of an earlier run of this pipeline; its finished stages
+        are reused and the rest run again, with that run's parameters.
+        ``cache=False`` runs every stage even when an earlier output matches.
+        """
+        from ..runtime import init
+        from ..settings import get_settings
+        from ..store import open_store
+        from .runner import execute
+
+        db = store if store is not None and not isinstance(store, str) else open_store(store)
+        given = dict(params or {})
+        if resume is not None:
+            earlier = db.get_run(resume)
+            if earlier.pipeline != self.name:
+                raise ParameterError(
+                    f"run {resume} is a run of pipeline {earlier.pipeline!r}, not {self.name!r}; "
+                    "resume it with that pipeline"
+                )
+            changed = {k: v for k, v in given.items() if earlier.params.get(k) != v}
+            if changed:
+                raise ParameterError(
+                    f"a resumed run keeps the parameters of run {resume} ({earlier.params}); "
+                    f"got different values for {sorted(changed)} — start a new run instead"
+                )
+            given = dict(earlier.params)
+        bound = bind_params(self.name, self.params, given)
+        graph = self.graph(**bound)
+        client = client or init(address, quiet=True)
+        return execute(
+            graph, module=self.module, params=bound, client=client, store=db,
+            storage=storage or get_settings().storage, use_cache=cache, resume_from=resume,
+            raise_on_failure=raise_on_failure,
+        )
+
+    def resume(self, run_id: int, **options: Any) -> RunResult:
+        """Run again what failed or never ran in run ``run_id``, reusing what finished."""
+        return self.run(resume=run_id, **options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> RunResult:
+        try:
+            bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ParameterError(f"pipeline {self.name!r}: {exc}") from None
+        return self.run(dict(bound.arguments))
+
+    def __repr__(self) -> str:
+        return f"<pipeline {self.name}{inspect.signature(self.fn)}>"
+
+
+def pipeline(fn: Any = None, /, *, name: str | None = None) -> Any:
+    """Make a function a pipeline: ``@pipeline`` or ``@pipeline(name="taxi")``."""
+    if fn is not None:
+        return Pipeline(fn, name)
+    return lambda f: Pipeline(f, name)

@@ -1,0 +1,271 @@
+"""Running a traced pipeline on the cluster and keeping its record.
+
+The driver lowers the graph to Dask: one task per stage, keyed
+``<stage>-<token>`` so the dashboard's task stream shows stage names, each
+task depending on the tasks of the stages it reads. The whole graph is handed
+to the scheduler at once, so independent stages run in parallel. The driver
+then only watches: it turns task events and results into rows of the record
+(it is the run's one writer).
+
+Stages whose output is already known — a cache hit, or a finished stage of the
+run being resumed — are not run; if a later stage reads them, their task loads
+the stored output instead.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ClusterError, PipelineRunError, StageFailedError
+from ..store.records import RunStatus, StageRecord, StageStatus
+from .cache import cache_keys
+from .graph import Graph
+from .outputs import output_exists, output_uri
+from .result import RunResult
+from .task import EVENT_TOPIC, Outcome, StageCall, load_stage_output, run_stage
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+    from ..store import Store
+
+__all__ = ["execute"]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    node: str
+    cache_key: str
+    output_uri: str
+    reuse: StageRecord | None  # the earlier stage run whose output is reused
+
+
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, timezone.utc)
+
+
+def _check_resources(client: Client, graph: Graph) -> None:
+    workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
+    offered = [w.get("resources", {}) for w in workers]
+    for node in graph.nodes.values():
+        wanted = node.stage.options.resources
+        if wanted and not any(all(r.get(k, 0) >= v for k, v in wanted.items()) for r in offered):
+            raise ClusterError(
+                f"stage {node.name!r} asks for resources {wanted}, but no worker of the cluster "
+                f"offers them (workers offer {offered or 'nothing: there are no workers'}); "
+                "start workers with those resources or change @stage(resources=...)"
+            )
+
+
+def _register_by_value(graph: Graph) -> None:
+    """Ship stage code defined outside installed packages by value, so workers need no copy."""
+    import cloudpickle
+
+    for node in graph.nodes.values():
+        module = sys.modules.get(getattr(node.stage.fn, "__module__", "") or "")
+        path = getattr(module, "__file__", None) or ""
+        if module is None or module.__name__ == "__main__" or "site-packages" in path:
+            continue
+        if module.__name__.split(".")[0] in {"airflowless", "connectors"}:
+            continue
+        cloudpickle.register_pickle_by_value(module)
+
+
+def _plan(graph: Graph, order: list[str], *, run_id: int, store: Store, storage: str,
+          use_cache: bool, resume_from: int | None) -> dict[str, _Plan]:
+    keys = cache_keys(graph, order)
+    plans: dict[str, _Plan] = {}
+    for name in order:
+        stage = graph.nodes[name].stage
+        reuse = None
+        if resume_from is not None:
+            reuse = store.find_output(keys[name], run_id=resume_from)
+        if reuse is None and use_cache and stage.options.cache:
+            reuse = store.find_output(keys[name])
+        if reuse is not None and not (reuse.output_uri and output_exists(reuse.output_uri)):
+            reuse = None
+        uri = reuse.output_uri if reuse is not None and reuse.output_uri else output_uri(
+            storage, stage=stage.name, cache_key=keys[name], run_id=run_id, node=name,
+            shared=stage.options.cache)
+        plans[name] = _Plan(name, keys[name], uri, reuse)
+    return plans
+
+
+def execute(
+    graph: Graph, *, module: str, params: dict[str, Any], client: Client, store: Store,
+    storage: str, use_cache: bool = True, resume_from: int | None = None,
+    raise_on_failure: bool = True,
+) -> RunResult:
+    """Run ``graph`` on ``client``'s cluster, recording it in ``store``."""
+    order = graph.validate()
+    _check_resources(client, graph)
+    _register_by_value(graph)
+    run_id = store.create_run(graph.pipeline, module=module, params=params,
+                              address=client.scheduler.address, resumed_from=resume_from)
+    try:
+        plans = _plan(graph, order, run_id=run_id, store=store, storage=storage,
+                      use_cache=use_cache, resume_from=resume_from)
+        store.add_stages(run_id, [
+            {"node": n, "stage": graph.nodes[n].stage.name, "upstream": graph.nodes[n].upstream,
+             "cache_key": p.cache_key, "output_uri": p.reuse.output_uri if p.reuse else None,
+             "status": StageStatus.CACHED if p.reuse else StageStatus.PENDING,
+             "reused_from_run": p.reuse.run_id if p.reuse else None,
+             "output_summary": p.reuse.output_summary if p.reuse else None}
+            for n, p in plans.items()
+        ])
+        return _Watch(graph, order, plans, run_id, client, store).run(raise_on_failure)
+    except BaseException as exc:
+        status = RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.FAILED
+        if store.get_run(run_id).status == RunStatus.RUNNING:
+            store.finish_run(run_id, status, error=f"{type(exc).__name__}: {exc}")
+        raise
+
+
+class _Watch:
+    """Submits the lowered graph and turns what happens into the record."""
+
+    def __init__(self, graph: Graph, order: list[str], plans: dict[str, _Plan], run_id: int,
+                 client: Client, store: Store) -> None:
+        self.graph, self.order, self.plans = graph, order, plans
+        self.run_id, self.client, self.store = run_id, client, store
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.outcomes: dict[str, Outcome] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.futures: dict[str, Future] = {}
+
+    def _needed(self) -> set[str]:
+        """Nodes to submit: those to run, and the reused ones a node to run reads."""
+        to_run = {n for n, p in self.plans.items() if p.reuse is None}
+        needed = set(to_run)
+        for name in to_run:
+            needed.update(self.graph.nodes[name].upstream)
+        return needed
+
+    def _submit(self) -> None:
+        from dask.base import tokenize
+
+        needed = self._needed()
+        for name in self.order:
+            if name not in needed:
+                continue
+            node, plan = self.graph.nodes[name], self.plans[name]
+            key = f"{node.stage.name}-{tokenize(self.run_id, name, plan.cache_key)}"
+            if plan.reuse is not None:
+                self.futures[name] = self.client.submit(
+                    load_stage_output, name, plan.output_uri, key=key, pure=False)
+                continue
+            call = StageCall(self.run_id, name, node.stage, node.args, node.kwargs,
+                             tuple(node.upstream), plan.output_uri)
+            deps = [self.futures[up] for up in node.upstream]
+            self.futures[name] = self.client.submit(
+                run_stage, call, *deps, key=key, pure=False,
+                resources=node.stage.options.resources or None)
+            self.store.update_stage(self.run_id, name, task_key=key)
+
+    def run(self, raise_on_failure: bool) -> RunResult:
+        from distributed import wait
+
+        self.client.subscribe_topic(EVENT_TOPIC, self._on_event)
+        try:
+            self._submit()
+            pending = set(self.futures)
+            while pending:
+                try:
+                    wait([self.futures[n] for n in pending], timeout=0.25, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    pass
+                self._drain_events()
+                for name in [n for n in pending if self.futures[n].done()]:
+                    pending.discard(name)
+                    self._finished(name)
+            self._drain_events()
+        except BaseException:
+            self.client.cancel(list(self.futures.values()))
+            raise
+        finally:
+            self.client.unsubscribe_topic(EVENT_TOPIC)
+        return self._close(raise_on_failure)
+
+    def _on_event(self, event: tuple[float, dict[str, Any]]) -> None:
+        _, message = event
+        if isinstance(message, dict) and message.get("run_id") == self.run_id:
+            self.events.put(message)
+
+    def _drain_events(self) -> None:
+        while True:
+            try:
+                msg = self.events.get_nowait()
+            except queue.Empty:
+                return
+            name = msg["node"]
+            if name in self.outcomes or name in self.errors:
+                continue  # a late event of a stage already recorded
+            if msg["event"] == "started":
+                fields: dict[str, Any] = {"status": StageStatus.RUNNING, "attempts": msg["attempt"],
+                                          "worker": msg["worker"]}
+                if msg["attempt"] == 1:
+                    fields["started_at"] = _utc(msg["time"])
+                self.store.update_stage(self.run_id, name, **fields)
+            elif msg["event"] == "retrying":
+                self.store.update_stage(self.run_id, name, error=msg["error"])
+
+    def _finished(self, name: str) -> None:
+        future = self.futures[name]
+        if future.status == "finished":
+            outcome: Outcome = future.result()
+            self.outcomes[name] = outcome
+            if self.plans[name].reuse is not None:
+                return  # recorded as cached when planned
+            self.store.update_stage(
+                self.run_id, name, status=StageStatus.SUCCEEDED, attempts=max(outcome.attempts, 1),
+                worker=outcome.worker, finished_at=_utc(outcome.finished),
+                duration_s=outcome.finished - outcome.started, output_uri=outcome.output_uri,
+                output_summary=outcome.summary, error=None)
+        else:
+            try:
+                self.errors[name] = future.exception()
+            except BaseException as exc:  # cancelled futures raise instead
+                self.errors[name] = exc
+
+    def _close(self, raise_on_failure: bool) -> RunResult:
+        failures: dict[str, str] = {}
+        failed_or_skipped: set[str] = set()
+        for name in self.order:
+            if name not in self.errors:
+                continue
+            error = self.errors[name]
+            upstream_bad = any(up in failed_or_skipped for up in self.graph.nodes[name].upstream)
+            own = isinstance(error, StageFailedError) and error.stage == name
+            failed_or_skipped.add(name)
+            if upstream_bad and not own:
+                self.store.update_stage(self.run_id, name, status=StageStatus.SKIPPED,
+                                        error="skipped: an upstream stage failed")
+                continue
+            text = error.traceback if isinstance(error, StageFailedError) else f"{type(error).__name__}: {error}"
+            message = error.message if isinstance(error, StageFailedError) else text
+            failures[name] = text
+            self.store.update_stage(self.run_id, name, status=StageStatus.FAILED,
+                                    finished_at=datetime.now(timezone.utc), error=message, traceback=text)
+        status = RunStatus.FAILED if failures else RunStatus.SUCCEEDED
+        self.store.finish_run(self.run_id, status, error="; ".join(sorted(failures)) or None)
+        result = RunResult(self.store.get_run(self.run_id), {n: o.value for n, o in self.outcomes.items()},
+                           self.graph.result)
+        if failures and raise_on_failure:
+            raise PipelineRunError(self.run_id, self.graph.pipeline, failures)
+        return result
+
+
+def wait_started(store: Store, run_id: int, node: str, timeout: float = 30.0) -> StageRecord:
+    """Test helper: block until ``node`` of ``run_id`` is running (or done)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = store.get_run(run_id).stage(node)
+        if record.status != StageStatus.PENDING:
+            return record
+        time.sleep(0.1)
+    raise TimeoutError(f"stage {node!r} of run {run_id} did not start within {timeout} s")

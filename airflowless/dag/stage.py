@@ -1,0 +1,140 @@
+"""Stages: the Python functions a pipeline is made of.
+
+>>> from airflowless import stage
+>>> @stage(retries=2, timeout=600)
+... def load(path: str) -> int:
+...     return len(path)
+>>> load("abc")                 # outside a pipeline a stage is a plain call
+3
+
+Inside a pipeline function, calling a stage records a node of the pipeline's
+graph and returns a :class:`StageRef` standing for its output.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from ..errors import ConfigError
+
+__all__ = ["Stage", "StageOptions", "stage"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageOptions:
+    """How a stage runs.
+
+    ``retries``: extra attempts after a failure, waiting ``retry_delay`` seconds,
+    multiplied by ``backoff`` each time (capped at ``max_retry_delay``).
+    ``timeout``: seconds an attempt may take. ``resources``: Dask worker
+    resources the stage's task needs (e.g. ``{"GPU": 1}``). ``cache``: reuse the
+    output of an earlier run with the same code and inputs. ``version``: bump it
+    to invalidate the cache when code the stage calls (not its own body) changes.
+    """
+
+    retries: int = 0
+    retry_delay: float = 1.0
+    backoff: float = 2.0
+    max_retry_delay: float = 60.0
+    timeout: float | None = None
+    resources: dict[str, float] = field(default_factory=dict)
+    cache: bool = True
+    version: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.retries, int) or self.retries < 0:
+            raise ConfigError(f"retries must be an integer >= 0, got {self.retries!r}")
+        for name in ("retry_delay", "max_retry_delay"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0 seconds, got {getattr(self, name)!r}")
+        if self.backoff < 1:
+            raise ConfigError(f"backoff must be >= 1 (a multiplier), got {self.backoff!r}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigError(f"timeout must be a positive number of seconds or None, got {self.timeout!r}")
+        for key, amount in self.resources.items():
+            if not isinstance(key, str) or not isinstance(amount, (int, float)) or amount < 0:
+                raise ConfigError(
+                    f"resources map names to non-negative amounts, e.g. {{'GPU': 1}}; got {self.resources!r}"
+                )
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1 = the first retry)."""
+        return float(min(self.max_retry_delay, self.retry_delay * self.backoff ** (attempt - 1)))
+
+
+def _code_fingerprint(fn: Callable[..., Any]) -> str:
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        source = repr((code.co_code, code.co_consts)) if code is not None else repr(fn)
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+class Stage:
+    """A function that is one node of a pipeline graph. Build with :func:`stage`."""
+
+    def __init__(self, fn: Callable[..., Any], options: StageOptions, name: str | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"@stage decorates a function, got {fn!r}")
+        self.fn = fn
+        self.options = options
+        self.name = name or fn.__name__
+        self.signature = inspect.signature(fn)
+        functools.update_wrapper(self, fn)
+
+    @functools.cached_property
+    def code_hash(self) -> str:
+        """Fingerprint of the stage's source and version: part of every cache key."""
+        return hashlib.sha256(
+            f"{self.name}\0{_code_fingerprint(self.fn)}\0{self.options.version}".encode()
+        ).hexdigest()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from .trace import current_trace
+
+        trace = current_trace()
+        if trace is None:
+            return self.fn(*args, **kwargs)
+        return trace.add(self, args, kwargs)
+
+    def options_with(self, **changes: Any) -> Stage:
+        """A copy of this stage with some options changed."""
+        merged = {**self.options.__dict__, **changes}
+        return Stage(self.fn, StageOptions(**merged), self.name)
+
+    def __repr__(self) -> str:
+        return f"<stage {self.name}{self.signature}>"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("code_hash", None)
+        return state
+
+
+@overload
+def stage(fn: Callable[..., Any], /) -> Stage: ...
+@overload
+def stage(*, name: str | None = None, **options: Any) -> Callable[[Callable[..., Any]], Stage]: ...
+
+
+def stage(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, **options: Any) -> Any:
+    """Make a function a pipeline stage: ``@stage`` or ``@stage(retries=2, timeout=60, ...)``.
+
+    Options are those of :class:`StageOptions`.
+    """
+    unknown = set(options) - set(StageOptions.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(
+            f"@stage got unknown option(s) {sorted(unknown)}; "
+            f"known: {sorted(StageOptions.__dataclass_fields__)}"
+        )
+    opts = StageOptions(**options)
+    if fn is not None:
+        return Stage(fn, opts, name)
+    return lambda f: Stage(f, opts, name)

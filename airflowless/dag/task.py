@@ -1,0 +1,127 @@
+"""What runs on a Dask worker for one stage: the stage's task.
+
+The task unwraps its upstream outcomes, runs the stage function with retries
+and a deadline, writes the output to storage, and reports progress as Dask
+events (topic :data:`EVENT_TOPIC`), which the driver turns into the record.
+
+A task that Dask runs a second time (its worker died after it finished, and a
+downstream task still needed the result) finds the written output and loads
+it instead of running the stage again.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import StageFailedError, StageTimeoutError
+from .deadline import DeadlineExceeded, deadline
+from .graph import StageRef, map_refs
+from .outputs import output_exists, read_output, summarize, write_output
+from .stage import Stage
+
+__all__ = ["StageCall", "Outcome", "run_stage", "load_stage_output", "EVENT_TOPIC"]
+
+EVENT_TOPIC = "airflowless-stage"
+
+
+@dataclass(frozen=True)
+class StageCall:
+    """Everything a worker needs to run one node of a run."""
+
+    run_id: int
+    node: str
+    stage: Stage
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    upstream: tuple[str, ...]
+    output_uri: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished stage: its value and how it went."""
+
+    node: str
+    value: Any
+    started: float
+    finished: float
+    attempts: int
+    worker: str | None
+    output_uri: str
+    summary: str
+    reused: bool = False
+
+
+def _worker() -> Any:
+    try:
+        from distributed import get_worker
+
+        return get_worker()
+    except (ImportError, ValueError):
+        return None
+
+
+def _emit(call: StageCall, event: str, **data: Any) -> None:
+    worker = _worker()
+    if worker is not None:
+        worker.log_event(EVENT_TOPIC, {"run_id": call.run_id, "node": call.node, "event": event,
+                                       "worker": worker.address, "time": time.time(), **data})
+
+
+def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
+    """Run ``call`` with its upstream outcomes; the body of a stage's Dask task."""
+    worker = _worker()
+    address = worker.address if worker is not None else None
+    started = time.time()
+    if output_exists(call.output_uri):
+        value = read_output(call.output_uri)
+        return Outcome(call.node, value, started, time.time(), 0, address, call.output_uri,
+                       summarize(value), reused=True)
+    values = {outcome.node: outcome.value for outcome in upstream}
+    args, kwargs = map_refs((call.args, call.kwargs), lambda ref: values[_name(ref)])
+    options = call.stage.options
+    attempt = 0
+    while True:
+        attempt += 1
+        _emit(call, "started", attempt=attempt)
+        try:
+            with deadline(options.timeout):
+                value = call.stage.fn(*args, **kwargs)
+            break
+        except DeadlineExceeded:
+            error: BaseException = StageTimeoutError(call.stage.name, options.timeout or 0)
+            text = str(error)
+        except Exception as exc:
+            error = exc
+            text = traceback.format_exc()
+        if attempt > options.retries:
+            _emit(call, "failed", attempt=attempt, error=_one_line(error))
+            raise StageFailedError(call.node, _one_line(error), text)
+        delay = options.delay(attempt)
+        _emit(call, "retrying", attempt=attempt, error=_one_line(error), delay=delay)
+        time.sleep(delay)
+    write_output(call.output_uri, value)
+    return Outcome(call.node, value, started, time.time(), attempt, address, call.output_uri,
+                   summarize(value))
+
+
+def load_stage_output(node: str, uri: str) -> Outcome:
+    """A cached or resumed stage: its output read back from storage."""
+    now = time.time()
+    worker = _worker()
+    value = read_output(uri)
+    return Outcome(node, value, now, time.time(), 0, worker.address if worker else None, uri,
+                   summarize(value), reused=True)
+
+
+def _name(ref: StageRef) -> str:
+    return ref.node
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__

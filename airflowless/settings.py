@@ -1,0 +1,59 @@
+"""The one place that reads airflowless's environment variables.
+
+Every other module asks :func:`get_settings` instead of reading ``os.environ``.
+
+>>> from airflowless.settings import get_settings
+>>> get_settings().home.name
+'.airflowless'
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Settings", "get_settings"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Where airflowless keeps its files and which cluster and store it uses.
+
+    ``AIRFLOWLESS_HOME``     folder for the default store, storage and cluster state
+                             (default ``~/.airflowless``).
+    ``AIRFLOWLESS_DB``       SQLAlchemy URL of the store (default an SQLite file
+                             ``$AIRFLOWLESS_HOME/airflowless.db``).
+    ``AIRFLOWLESS_STORAGE``  local path or fsspec URL where stage outputs and
+                             checkpoints are written (default ``$AIRFLOWLESS_HOME/storage``).
+    ``AIRFLOWLESS_ADDRESS``  scheduler address to connect to instead of starting an
+                             embedded cluster.
+    ``CUDA_VISIBLE_DEVICES``  which GPUs the embedded cluster may use (one worker each).
+    ``AIRFLOWLESS_REQUIRE_SERVICES``  when ``1``, tests that need PostgreSQL or other
+                             services fail instead of skipping (CI sets it).
+    """
+
+    home: Path
+    db_url: str
+    storage: str
+    address: str | None
+    require_services: bool
+    cuda_visible_devices: str | None
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        home = Path(env.get("AIRFLOWLESS_HOME") or Path.home() / ".airflowless").expanduser()
+        return cls(
+            home=home,
+            db_url=env.get("AIRFLOWLESS_DB") or f"sqlite:///{home / 'airflowless.db'}",
+            storage=env.get("AIRFLOWLESS_STORAGE") or str(home / "storage"),
+            address=env.get("AIRFLOWLESS_ADDRESS") or None,
+            require_services=env.get("AIRFLOWLESS_REQUIRE_SERVICES", "") in {"1", "true", "yes"},
+            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        )
+
+
+def get_settings() -> Settings:
+    """Settings read from the environment now (cheap; not cached, so tests may change it)."""
+    return Settings.from_env()

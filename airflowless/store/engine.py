@@ -1,0 +1,64 @@
+"""Opening the database behind the store: SQLite by default, any SQLAlchemy URL.
+
+SQLite is set up for several processes writing at once: WAL journal, a busy
+timeout, and transactions that take the write lock when they begin
+(``BEGIN IMMEDIATE``), so two writers queue instead of failing on a lock upgrade.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from ..errors import StoreError
+
+__all__ = ["make_engine"]
+
+_SQLITE_BUSY_MS = 30_000
+
+
+def _prepare_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event issue BEGIN
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; creates the folder of an SQLite file if needed."""
+    try:
+        parsed = make_url(url)
+    except Exception as exc:  # sqlalchemy raises ArgumentError
+        raise StoreError(
+            f"the store URL {url!r} is not a database URL; expected e.g. "
+            "'sqlite:////path/airflowless.db' or 'postgresql://user@host:5432/db' "
+            "(set AIRFLOWLESS_DB)"
+        ) from exc
+    backend = parsed.get_backend_name()
+    if backend == "postgresql" and parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, poolclass=NullPool)
+        _prepare_sqlite(engine)
+        return engine
+    try:
+        return create_engine(parsed, pool_pre_ping=True, pool_size=2, max_overflow=2)
+    except ModuleNotFoundError as exc:
+        raise StoreError(
+            f"the driver for {backend!r} is not installed ({exc.name}); "
+            "install it, e.g. pip install 'airflowless[postgres]'"
+        ) from exc

@@ -1,0 +1,71 @@
+"""Versioned schema migrations, applied in order when a store is opened.
+
+Each migration is a numbered function of a connection. Opening a store applies
+the ones its database has not seen, under a lock, so two processes opening the
+same fresh database do not both create it. Append new migrations; never edit
+one that has shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, Engine, inspect, select, text
+
+from . import schema
+
+__all__ = ["MIGRATIONS", "Migration", "current_version", "migrate"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _create(*tables: str) -> Callable[[Connection], None]:
+    def apply(conn: Connection) -> None:
+        for name in tables:
+            schema.metadata.tables[name].create(conn, checkfirst=True)
+
+    return apply
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "pipeline runs and stage runs", _create("pipeline_runs", "stage_runs")),
+)
+
+
+def current_version(conn: Connection) -> int:
+    """The highest migration applied to this database (0 for an empty one)."""
+    if not inspect(conn).has_table(schema.schema_version.name):
+        return 0
+    found = conn.execute(select(schema.schema_version.c.version)).scalars().all()
+    return max(found, default=0)
+
+
+def migrate(engine: Engine) -> int:
+    """Bring the database to the latest schema; return the version it is at."""
+    # SQLite transactions take the write lock up front (see engine.py), so two
+    # openers serialise there; PostgreSQL needs an explicit lock.
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(7412201)"))
+        schema.schema_version.create(conn, checkfirst=True)
+        version = current_version(conn)
+        for migration in MIGRATIONS:
+            if migration.version <= version:
+                continue
+            migration.apply(conn)
+            conn.execute(
+                schema.schema_version.insert().values(
+                    version=migration.version,
+                    applied_at=datetime.now(timezone.utc),
+                    description=migration.description,
+                )
+            )
+            version = migration.version
+    return version

@@ -1,0 +1,72 @@
+"""The tables of the record, as SQLAlchemy Core metadata.
+
+The schema is built up by the versioned steps in :mod:`.migrations`; this module
+only names the tables so the rest of the store can query them. Pipeline runs
+and stage runs exist now; experiments, trials, metrics and checkpoints join
+them with later migrations, keyed the same way (integer ids, a ``run_id`` link).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+schema_version = Table(
+    "airflowless_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+    Column("description", String(200), nullable=False),
+)
+
+pipeline_runs = Table(
+    "pipeline_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline", String(200), nullable=False, index=True),
+    Column("module", String(500), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("status", String(20), nullable=False, index=True),
+    Column("address", String(200)),
+    Column("resumed_from", Integer, ForeignKey("pipeline_runs.id")),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("error", Text),
+)
+
+stage_runs = Table(
+    "stage_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, ForeignKey("pipeline_runs.id"), nullable=False, index=True),
+    Column("node", String(200), nullable=False),
+    Column("stage", String(200), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("upstream", JSON, nullable=False),
+    Column("cache_key", String(64), nullable=False, index=True),
+    Column("task_key", String(300)),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("worker", String(200)),
+    Column("started_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("duration_s", Float),
+    Column("output_uri", Text),
+    Column("output_summary", Text),
+    Column("reused_from_run", Integer),
+    Column("error", Text),
+    Column("traceback", Text),
+    UniqueConstraint("run_id", "node", name="uq_stage_runs_run_node"),
+)

@@ -1,0 +1,193 @@
+"""The record store: pipeline runs and stage runs, in SQLite or PostgreSQL.
+
+>>> from airflowless.store import open_store
+>>> store = open_store("sqlite://")            # in memory, for a quick look
+>>> run_id = store.create_run("demo", module="demo.py", params={"n": 1})
+>>> store.get_run(run_id).status
+'running'
+
+One writer per run: the driver that runs a pipeline writes its rows. Each
+method is one short transaction, so concurrent runs from several processes
+interleave without losing rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Engine, and_, desc, func, select
+
+from ..errors import StoreError
+from . import schema
+from .engine import make_engine
+from .migrations import migrate
+from .records import RunRecord, RunStatus, StageRecord, StageStatus
+
+__all__ = ["Store", "open_store"]
+
+_RUN_FIELDS = {"status", "finished_at", "error", "address"}
+_STAGE_FIELDS = {
+    "status", "task_key", "attempts", "worker", "started_at", "finished_at", "duration_s",
+    "output_uri", "output_summary", "reused_from_run", "error", "traceback",
+}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite returns naive datetimes; everything we write is UTC.
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
+
+
+class Store:
+    """The record of runs. Build with :func:`open_store`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.version = migrate(engine)
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    # -- pipeline runs -------------------------------------------------------
+    def create_run(
+        self,
+        pipeline: str,
+        *,
+        module: str,
+        params: dict[str, Any],
+        address: str | None = None,
+        resumed_from: int | None = None,
+    ) -> int:
+        """Record a new run in state ``running``; return its id."""
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                schema.pipeline_runs.insert().values(
+                    pipeline=pipeline, module=module, params=params, status=RunStatus.RUNNING,
+                    address=address, resumed_from=resumed_from, created_at=_now(),
+                )
+            )
+            (run_id,) = result.inserted_primary_key or (None,)
+        if run_id is None:
+            raise StoreError("the database did not return an id for the new run")
+        return int(run_id)
+
+    def finish_run(self, run_id: int, status: str, *, error: str | None = None) -> None:
+        if status not in RunStatus.TERMINAL:
+            raise ValueError(f"a finished run's status is one of {sorted(RunStatus.TERMINAL)}, got {status!r}")
+        self.update_run(run_id, status=status, error=error, finished_at=_now())
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        unknown = set(fields) - _RUN_FIELDS
+        if unknown:
+            raise TypeError(f"update_run got unknown fields {sorted(unknown)}")
+        with self.engine.begin() as conn:
+            conn.execute(
+                schema.pipeline_runs.update().where(schema.pipeline_runs.c.id == run_id).values(**fields)
+            )
+
+    def get_run(self, run_id: int) -> RunRecord:
+        """The run with its stages; :class:`KeyError` if there is none."""
+        with self.engine.begin() as conn:
+            row = conn.execute(
+                select(schema.pipeline_runs).where(schema.pipeline_runs.c.id == run_id)
+            ).mappings().first()
+            if row is None:
+                raise KeyError(f"no run with id {run_id} in the store at {self.url}")
+            stages = conn.execute(
+                select(schema.stage_runs)
+                .where(schema.stage_runs.c.run_id == run_id)
+                .order_by(schema.stage_runs.c.id)
+            ).mappings().all()
+        return self._run(row, [self._stage(s) for s in stages])
+
+    def list_runs(self, *, limit: int = 50, pipeline: str | None = None) -> list[RunRecord]:
+        """The latest runs first (without their stages)."""
+        query = select(schema.pipeline_runs).order_by(desc(schema.pipeline_runs.c.id)).limit(limit)
+        if pipeline is not None:
+            query = query.where(schema.pipeline_runs.c.pipeline == pipeline)
+        with self.engine.begin() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [self._run(row, []) for row in rows]
+
+    def count_runs(self) -> int:
+        with self.engine.begin() as conn:
+            return int(conn.execute(select(func.count()).select_from(schema.pipeline_runs)).scalar_one())
+
+    # -- stage runs ----------------------------------------------------------
+    def add_stages(self, run_id: int, stages: list[dict[str, Any]]) -> None:
+        """Record the stages of a run (``node``, ``stage``, ``upstream``, ``cache_key``, ``status``...)."""
+        rows = [{"run_id": run_id, "attempts": 0, **stage} for stage in stages]
+        for row in rows:
+            unknown = set(row) - _STAGE_FIELDS - {"run_id", "node", "stage", "upstream", "cache_key"}
+            if unknown:
+                raise TypeError(f"add_stages got unknown fields {sorted(unknown)}")
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(schema.stage_runs.insert(), rows)
+
+    def update_stage(self, run_id: int, node: str, **fields: Any) -> None:
+        unknown = set(fields) - _STAGE_FIELDS
+        if unknown:
+            raise TypeError(f"update_stage got unknown fields {sorted(unknown)}")
+        table = schema.stage_runs
+        with self.engine.begin() as conn:
+            conn.execute(
+                table.update().where(and_(table.c.run_id == run_id, table.c.node == node)).values(**fields)
+            )
+
+    def find_output(self, cache_key: str, *, run_id: int | None = None) -> StageRecord | None:
+        """The latest finished stage run with this cache key (in ``run_id`` if given)."""
+        table = schema.stage_runs
+        query = (
+            select(table)
+            .where(table.c.cache_key == cache_key)
+            .where(table.c.status.in_(sorted(StageStatus.DONE)))
+            .where(table.c.output_uri.is_not(None))
+            .order_by(desc(table.c.id))
+            .limit(1)
+        )
+        if run_id is not None:
+            query = query.where(table.c.run_id == run_id)
+        with self.engine.begin() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else self._stage(row)
+
+    # -- rows to records -----------------------------------------------------
+    @staticmethod
+    def _stage(row: Any) -> StageRecord:
+        data = dict(row)
+        data.pop("id", None)
+        for key in ("started_at", "finished_at"):
+            data[key] = _aware(data[key])
+        return StageRecord(**data)
+
+    @staticmethod
+    def _run(row: Any, stages: list[StageRecord]) -> RunRecord:
+        data = dict(row)
+        data["created_at"] = _aware(data["created_at"])
+        data["finished_at"] = _aware(data["finished_at"])
+        return RunRecord(**data, stages=stages)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open (and migrate) the store at ``url``, or at ``AIRFLOWLESS_DB`` / the default SQLite file."""
+    if url is None:
+        from ..settings import get_settings
+
+        url = get_settings().db_url
+    try:
+        return Store(make_engine(url))
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"cannot open the store at {url!r}: {exc}") from exc
