@@ -55,4 +55,4 @@ def worker_state() -> dict[str, Any]:
             "this worker has no airflowless plugin; connect with airflowless.init(address) "
             "so it is installed"
         )
-    return plugin.state  # type: ignore[no-any-return]
+    return plugin.state  # type: ignore[attr-defined,no-any-return]
