@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..errors import AirflowlessError
+from ..errors import AirflowlessError, ParameterError
 
 
 @click.command()
@@ -34,6 +34,11 @@ def run(target: str, params: tuple[str, ...], address: str | None, resume: int |
         if resume is None:
             pipe.graph(**values)  # validate before starting anything
         store = open_store(db)
+        if resume is not None:
+            try:
+                store.get_run(resume)  # before starting a cluster
+            except KeyError as exc:
+                raise ParameterError(f"cannot resume: {exc.args[0]}; see `airflowless runs list`") from None
         client = init(address)
         try:
             result = pipe.run(values, client=client, store=store, cache=not no_cache, resume=resume,

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
+
+from ..errors import StoreError
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 @click.group()
@@ -18,10 +24,9 @@ def runs() -> None:
 @click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
 def list_runs(limit: int, pipeline: str | None, db: str | None) -> None:
     """The latest runs, newest first."""
-    from ..store import open_store
     from .render import print_runs
 
-    print_runs(open_store(db).list_runs(limit=limit, pipeline=pipeline))
+    print_runs(_open(db).list_runs(limit=limit, pipeline=pipeline))
 
 
 @runs.command("show")
@@ -29,11 +34,11 @@ def list_runs(limit: int, pipeline: str | None, db: str | None) -> None:
 @click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
 def show_run(run_id: int, db: str | None) -> None:
     """One run: its stages, their states, timings and errors."""
-    from ..store import open_store
     from .render import print_run
 
+    store = _open(db)
     try:
-        record = open_store(db).get_run(run_id)
+        record = store.get_run(run_id)
     except KeyError as exc:
         click.echo(f"error: {exc.args[0]}", err=True)
         sys.exit(2)
@@ -41,3 +46,14 @@ def show_run(run_id: int, db: str | None) -> None:
     for stage in record.stages:
         if stage.traceback:
             click.echo(f"\n--- stage {stage.node} ---\n{stage.traceback}")
+
+
+def _open(db: str | None) -> Store:
+    """The store at ``db``; a bad URL is an error message and exit code 2, not a traceback."""
+    from ..store import open_store
+
+    try:
+        return open_store(db)
+    except StoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)

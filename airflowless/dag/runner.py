@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ClusterError, PipelineRunError, StageFailedError
+from ..errors import ClusterError, PipelineRunError, StageFailedError, StageTimeoutError
 from ..store.records import RunStatus, StageRecord, StageStatus
 from .cache import cache_keys
 from .graph import Graph
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = ["execute"]
+
+_GRACE_S = 5.0  # how long past its timeout the driver waits for a blocked stage
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def _plan(graph: Graph, order: list[str], *, run_id: int, store: Store, storage:
             reuse = None
         uri = reuse.output_uri if reuse is not None and reuse.output_uri else output_uri(
             storage, stage=stage.name, cache_key=keys[name], run_id=run_id, node=name,
-            shared=stage.options.cache)
+            shared=stage.options.cache and use_cache)
         plans[name] = _Plan(name, keys[name], uri, reuse)
     return plans
 
@@ -137,6 +139,8 @@ class _Watch:
         self.outcomes: dict[str, Outcome] = {}
         self.errors: dict[str, BaseException] = {}
         self.futures: dict[str, Future] = {}
+        self.starts: dict[str, int] = {}  # times each stage's body was started, on any worker
+        self.deadlines: dict[str, float] = {}  # hard deadlines of running attempts (driver clock)
 
     def _needed(self) -> set[str]:
         """Nodes to submit: those to run, and the reused ones a node to run reads."""
@@ -183,6 +187,7 @@ class _Watch:
                 for name in [n for n in pending if self.futures[n].done()]:
                     pending.discard(name)
                     self._finished(name)
+                pending -= self._enforce_deadlines(pending)
             self._drain_events()
         except BaseException:
             self.client.cancel(list(self.futures.values()))
@@ -206,13 +211,42 @@ class _Watch:
             if name in self.outcomes or name in self.errors:
                 continue  # a late event of a stage already recorded
             if msg["event"] == "started":
-                fields: dict[str, Any] = {"status": StageStatus.RUNNING, "attempts": msg["attempt"],
+                # Counted here, not taken from the task: a task Dask runs again after
+                # its worker died starts over at attempt 1 but is another attempt.
+                self.starts[name] = self.starts.get(name, 0) + 1
+                fields: dict[str, Any] = {"status": StageStatus.RUNNING, "attempts": self.starts[name],
                                           "worker": msg["worker"]}
-                if msg["attempt"] == 1:
+                if self.starts[name] == 1:
                     fields["started_at"] = _utc(msg["time"])
+                timeout = self.graph.nodes[name].stage.options.timeout
+                if timeout is not None:
+                    self.deadlines[name] = time.monotonic() + timeout + max(_GRACE_S, 0.1 * timeout)
                 self.store.update_stage(self.run_id, name, **fields)
             elif msg["event"] == "retrying":
                 self.store.update_stage(self.run_id, name, error=msg["error"])
+
+    def _enforce_deadlines(self, pending: set[str]) -> set[str]:
+        """Fail attempts that outlived their timeout plus a grace.
+
+        The task's own deadline interrupts Python code; a stage blocked in a C
+        call (a sleep, a socket read) only notices when the call returns, so the
+        driver stops waiting for it here: the stage fails, its dependents are
+        skipped, and the task's result, if it ever comes, is dropped.
+        """
+        now = time.monotonic()
+        expired = {n for n in pending if n in self.deadlines and now > self.deadlines[n]}
+        dropped: set[str] = set()
+        for name in expired:
+            stage = self.graph.nodes[name].stage
+            self.errors[name] = StageFailedError(
+                name, str(StageTimeoutError(stage.name, stage.options.timeout or 0)),
+                "the stage did not return within its timeout (it was blocked outside Python code)")
+            for other in {name} | self.graph.downstream(name):
+                if other in pending:
+                    self.futures[other].cancel()
+                    dropped.add(other)
+                    self.errors.setdefault(other, RuntimeError("cancelled: an upstream stage timed out"))
+        return dropped
 
     def _finished(self, name: str) -> None:
         future = self.futures[name]
@@ -222,7 +256,8 @@ class _Watch:
             if self.plans[name].reuse is not None:
                 return  # recorded as cached when planned
             self.store.update_stage(
-                self.run_id, name, status=StageStatus.SUCCEEDED, attempts=max(outcome.attempts, 1),
+                self.run_id, name, status=StageStatus.SUCCEEDED,
+                attempts=max(outcome.attempts, self.starts.get(name, 0), 1),
                 worker=outcome.worker, finished_at=_utc(outcome.finished),
                 duration_s=outcome.finished - outcome.started, output_uri=outcome.output_uri,
                 output_summary=outcome.summary, error=None)

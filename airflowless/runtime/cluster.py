@@ -34,6 +34,7 @@ __all__ = ["init", "shutdown", "get_client", "is_initialized", "cluster_client"]
 class _Runtime:
     client: Client
     cluster: Any | None  # the embedded cluster we own, if any
+    address: str | None  # the address asked for, None for the embedded cluster
 
 
 _lock = threading.RLock()
@@ -66,6 +67,12 @@ def init(
     with _lock:
         if _live(_runtime):
             assert _runtime is not None
+            if address is not None and address != _runtime.address:
+                where = _runtime.address or "an embedded cluster"
+                raise ConfigError(
+                    f"airflowless is already connected to {where}; call airflowless.shutdown() "
+                    f"before connecting to {address}"
+                )
             return _runtime.client
         if n_workers is not None and n_workers < 1:
             raise ConfigError(f"n_workers must be at least 1, got {n_workers}")
@@ -86,7 +93,7 @@ def init(
 
             client = Client(cluster, set_as_default=True)
         _install_plugins(client)
-        _runtime = _Runtime(client=client, cluster=cluster)
+        _runtime = _Runtime(client=client, cluster=cluster, address=address or None)
         if not quiet:
             where = "embedded cluster" if cluster is not None else f"cluster at {address}"
             workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, StaticPool
 
 from ..errors import StoreError
 
@@ -52,7 +52,9 @@ def make_engine(url: str) -> Engine:
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(parsed, poolclass=NullPool)
+            engine = create_engine(parsed, poolclass=NullPool)
+        else:  # in memory: one connection holds the database, so keep that one
+            engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
         _prepare_sqlite(engine)
         return engine
     try:

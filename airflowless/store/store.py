@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Engine, and_, desc, func, select
+from sqlalchemy.engine import make_url
 
 from ..errors import StoreError
 from . import schema
@@ -38,10 +39,17 @@ def _now() -> datetime:
 
 
 def _aware(value: datetime | None) -> datetime | None:
-    # SQLite returns naive datetimes; everything we write is UTC.
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value
+    # SQLite returns naive datetimes; everything we write is UTC. PostgreSQL
+    # returns them in the session's time zone.
+    if value is None:
+        return None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _to_utc(fields: dict[str, Any]) -> dict[str, Any]:
+    # SQLite would keep an aware datetime's wall time and drop its offset.
+    return {k: v.astimezone(timezone.utc) if isinstance(v, datetime) and v.tzinfo is not None else v
+            for k, v in fields.items()}
 
 
 class Store:
@@ -89,7 +97,7 @@ class Store:
             raise TypeError(f"update_run got unknown fields {sorted(unknown)}")
         with self.engine.begin() as conn:
             conn.execute(
-                schema.pipeline_runs.update().where(schema.pipeline_runs.c.id == run_id).values(**fields)
+                schema.pipeline_runs.update().where(schema.pipeline_runs.c.id == run_id).values(**_to_utc(fields))
             )
 
     def get_run(self, run_id: int) -> RunRecord:
@@ -128,6 +136,8 @@ class Store:
             unknown = set(row) - _STAGE_FIELDS - {"run_id", "node", "stage", "upstream", "cache_key"}
             if unknown:
                 raise TypeError(f"add_stages got unknown fields {sorted(unknown)}")
+        columns = set().union(*rows)  # an executemany takes its columns from the first row
+        rows = [_to_utc({column: row.get(column) for column in columns}) for row in rows]
         if rows:
             with self.engine.begin() as conn:
                 conn.execute(schema.stage_runs.insert(), rows)
@@ -139,7 +149,7 @@ class Store:
         table = schema.stage_runs
         with self.engine.begin() as conn:
             conn.execute(
-                table.update().where(and_(table.c.run_id == run_id, table.c.node == node)).values(**fields)
+                table.update().where(and_(table.c.run_id == run_id, table.c.node == node)).values(**_to_utc(fields))
             )
 
     def find_output(self, cache_key: str, *, run_id: int | None = None) -> StageRecord | None:
@@ -190,4 +200,5 @@ def open_store(url: str | None = None) -> Store:
     except StoreError:
         raise
     except Exception as exc:
-        raise StoreError(f"cannot open the store at {url!r}: {exc}") from exc
+        shown = make_url(url).render_as_string(hide_password=True)  # parsed by make_engine already
+        raise StoreError(f"cannot open the store at {shown!r}: {exc}") from exc

@@ -1,0 +1,255 @@
+"""Pipelines run on a real embedded cluster (worker processes), recorded in a real store."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from dask.utils import key_split
+
+from airflowless import cluster_client as launch_client
+from airflowless import pipeline, stage
+from airflowless.errors import ClusterError, PipelineRunError
+
+pytestmark = pytest.mark.usefixtures("cluster_client")
+
+
+def _bump(counter: Path) -> int:
+    """Count real executions of a stage body in a file (workers are other processes)."""
+    count = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(count))
+    return count
+
+
+@stage
+def slow(seconds: float, tag: str) -> str:
+    time.sleep(seconds)
+    return tag
+
+
+@stage
+def pair(left: str, right: str) -> str:
+    return left + right
+
+
+@pipeline
+def parallel(seconds: float = 1.5):
+    return pair(slow(seconds, "a"), slow(seconds, "b"))
+
+
+def test_independent_stages_run_in_parallel_as_tasks_named_after_stages(store) -> None:  # noqa: ANN001
+    start = time.monotonic()
+    result = parallel.run({"seconds": 1.5}, store=store)
+    took = time.monotonic() - start
+    assert result.value == "ab"
+    assert took < 2.9, f"two 1.5 s stages took {took:.2f} s together: they did not overlap"
+    record = store.get_run(result.run_id)
+    assert record.status == "succeeded"
+    assert [s.status for s in record.stages] == ["succeeded"] * 3
+    assert {key_split(s.task_key) for s in record.stages} == {"slow", "pair"}
+    workers = {record.stage("slow").worker, record.stage("slow-2").worker}
+    assert len(workers) == 2, "the two independent stages should use both workers"
+
+
+@stage(retries=2, retry_delay=0.2, backoff=2.0)
+def flaky(counter: str) -> int:
+    count = _bump(Path(counter))
+    if count < 3:
+        raise ConnectionError(f"attempt {count} lost the connection")
+    return count
+
+
+@pipeline
+def retrying(counter: str):
+    return flaky(counter)
+
+
+def test_retries_with_backoff(store, tmp_path: Path) -> None:  # noqa: ANN001
+    start = time.monotonic()
+    result = retrying.run({"counter": str(tmp_path / "n")}, store=store)
+    assert result.value == 3
+    assert time.monotonic() - start >= 0.2 + 0.4
+    record = store.get_run(result.run_id).stage("flaky")
+    assert record.attempts == 3 and record.status == "succeeded"
+
+
+@stage(timeout=0.5, retries=1, retry_delay=0)
+def spinning(counter: str) -> None:
+    _bump(Path(counter))
+    while True:  # Python code: interrupted at the deadline, then retried
+        sum(range(100))
+
+
+@stage(timeout=0.5)
+def blocked() -> None:
+    time.sleep(8)  # a C call: the driver stops waiting after the timeout and a grace
+
+
+@stage
+def never(value: object) -> None:
+    return None
+
+
+@pipeline
+def timing_out(counter: str):
+    return spinning(counter), never(blocked())
+
+
+def test_timeouts_fail_stages_promptly(store, tmp_path: Path) -> None:  # noqa: ANN001
+    start = time.monotonic()
+    with pytest.raises(PipelineRunError, match="spinning"):
+        timing_out.run({"counter": str(tmp_path / "n")}, store=store)
+    assert time.monotonic() - start < 15
+    run = store.get_run(store.list_runs(limit=1)[0].id)
+    assert (tmp_path / "n").read_text() == "2", "a timed-out attempt is retried"
+    assert {s.node: s.status for s in run.stages} == {"spinning": "failed", "blocked": "failed", "never": "skipped"}
+    for node in ("spinning", "blocked"):
+        assert "timeout of 0.5 s" in (run.stage(node).error or "")
+
+
+@stage
+def counted(counter: str, value: int) -> int:
+    _bump(Path(counter))
+    return value * 10
+
+
+@stage
+def add_one(counter: str, value: int) -> int:
+    _bump(Path(counter))
+    return value + 1
+
+
+@pipeline
+def cached(up: str, down: str, value: int = 1):
+    return add_one(down, counted(up, value))
+
+
+def test_unchanged_stages_are_not_run_again_and_a_changed_upstream_invalidates(store, tmp_path: Path) -> None:  # noqa: ANN001
+    up, down = str(tmp_path / "up"), str(tmp_path / "down")
+    first = cached.run({"up": up, "down": down}, store=store)
+    second = cached.run({"up": up, "down": down}, store=store)
+    assert first.value == second.value == 11
+    assert Path(up).read_text() == "1" and Path(down).read_text() == "1"
+    assert [s.status for s in second.record.stages] == ["cached", "cached"]
+    assert second.record.stage("add_one").reused_from_run == first.run_id
+    third = cached.run({"up": up, "down": down, "value": 2}, store=store)
+    assert third.value == 21
+    assert Path(up).read_text() == "2" and Path(down).read_text() == "2"
+    fresh = cached.run({"up": up, "down": down}, store=store, cache=False)
+    assert fresh.value == 11 and Path(up).read_text() == "3"
+
+
+@stage
+def source(counter: str) -> int:
+    _bump(Path(counter))
+    return 5
+
+
+@stage
+def fragile(value: int, flag: str) -> int:
+    if Path(flag).exists():
+        raise ValueError("the flag file says this stage is broken")
+    return value + 1
+
+
+@stage
+def after(value: int) -> int:
+    return value * 2
+
+
+@stage
+def sibling(value: int) -> int:
+    return value - 1
+
+
+@pipeline
+def breaking(counter: str, flag: str):
+    base = source(counter)
+    return after(fragile(base, flag)), sibling(base)
+
+
+def test_failure_skips_downstream_and_resume_reuses_finished_stages(store, tmp_path: Path) -> None:  # noqa: ANN001
+    counter, flag = tmp_path / "source", tmp_path / "broken"
+    flag.write_text("yes")
+    with pytest.raises(PipelineRunError) as info:
+        breaking.run({"counter": str(counter), "flag": str(flag)}, store=store)
+    failed_run = info.value.run_id
+    record = store.get_run(failed_run)
+    assert record.status == "failed"
+    status = {s.node: s.status for s in record.stages}
+    assert status == {"source": "succeeded", "fragile": "failed", "after": "skipped", "sibling": "succeeded"}
+    fragile_record = record.stage("fragile")
+    assert "ValueError: the flag file says" in (fragile_record.error or "")
+    assert 'raise ValueError("the flag file says' in (fragile_record.traceback or "")
+
+    flag.unlink()  # "fix" the stage
+    resumed = breaking.resume(failed_run, store=store)
+    assert resumed.value == (12, 4)
+    assert counter.read_text() == "1", "the finished source stage must not run again"
+    again = {s.node: (s.status, s.reused_from_run) for s in resumed.record.stages}
+    assert again["source"] == ("cached", failed_run)
+    assert again["fragile"][0] == "succeeded" and again["after"][0] == "succeeded"
+    assert resumed.record.resumed_from == failed_run
+    assert store.get_run(failed_run).status == "failed", "the failed run's record is kept as it was"
+
+
+def test_resume_refuses_other_parameters(store, tmp_path: Path) -> None:  # noqa: ANN001
+    result = cached.run({"up": str(tmp_path / "u"), "down": str(tmp_path / "d")}, store=store)
+    with pytest.raises(ValueError, match="keeps the parameters"):
+        cached.run({"value": 9}, store=store, resume=result.run_id)
+    with pytest.raises(ValueError, match="not 'breaking'"):
+        breaking.resume(result.run_id, store=store)
+
+
+@stage(resources={"GPU": 1})
+def needs_gpu() -> int:
+    return 1
+
+
+@stage(resources={"CPU": 1})
+def needs_cpu() -> int:
+    return 2
+
+
+def test_resources_are_checked_before_running(store) -> None:  # noqa: ANN001
+    @pipeline
+    def gpu_job():
+        return needs_gpu()
+
+    @pipeline
+    def cpu_job():
+        return needs_cpu()
+
+    with pytest.raises(ClusterError, match=r"'needs_gpu' asks for resources \{'GPU': 1\}.*offer"):
+        gpu_job.run(store=store)
+    assert store.count_runs() == 0, "nothing is recorded or run when validation fails"
+    assert cpu_job.run(store=store).value == 2
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+@stage
+def fan_out(n: int) -> int:
+    with launch_client() as client:
+        return sum(client.gather(client.map(_square, range(n))))
+
+
+@stage
+def plugin_present() -> bool:
+    from airflowless.runtime.plugins import worker_state
+
+    worker_state()["seen"] = True
+    return True
+
+
+@pipeline
+def nested(n: int = 10):
+    return fan_out(n), plugin_present()
+
+
+def test_stages_launch_cluster_work_and_see_the_worker_plugin(store) -> None:  # noqa: ANN001
+    result = nested.run({"n": 10}, store=store)
+    assert result.value == (285, True)
