@@ -20,7 +20,7 @@ def _duration(record: StageRecord) -> str:
 
 def stage_rows(run: RunRecord) -> list[tuple[str, ...]]:
     """One row per stage: the columns of :data:`_COLUMNS`, as text."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for s in run.stages:
         output = s.output_summary or ""
         if s.reused_from_run is not None:

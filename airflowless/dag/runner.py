@@ -14,6 +14,7 @@ the stored output instead.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import time
@@ -179,10 +180,8 @@ class _Watch:
             self._submit()
             pending = set(self.futures)
             while pending:
-                try:
+                with contextlib.suppress(TimeoutError):
                     wait([self.futures[n] for n in pending], timeout=0.25, return_when="FIRST_COMPLETED")
-                except TimeoutError:
-                    pass
                 self._drain_events()
                 for name in [n for n in pending if self.futures[n].done()]:
                     pending.discard(name)

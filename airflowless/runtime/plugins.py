@@ -10,6 +10,7 @@ closed with the worker.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from distributed import WorkerPlugin
@@ -37,10 +38,8 @@ class AirflowlessWorkerPlugin(WorkerPlugin):
         for value in list(self.state.values()):
             close = getattr(value, "close", None)
             if callable(close):
-                try:
+                with contextlib.suppress(Exception):  # a worker must still close
                     close()
-                except Exception:  # a worker must still close
-                    pass
         self.state.clear()
 
 

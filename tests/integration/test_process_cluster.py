@@ -9,7 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from distributed import Client
 
 from airflowless import pipeline, stage
