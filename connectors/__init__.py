@@ -1,0 +1,40 @@
+"""Sources and sinks, found by name from ``read_*`` / ``write_*``.
+
+>>> from connectors import get_source
+>>> get_source("parquet").__name__
+'ParquetSource'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["get_source", "get_sink", "SOURCES", "SINKS"]
+
+SOURCES: dict[str, str] = {
+    "parquet": "connectors.parquet:ParquetSource",
+    "memory": "connectors.memory:TablesSource",
+    "range": "connectors.memory:RangeSource",
+    "dask": "connectors.memory:DaskSource",
+}
+SINKS: dict[str, str] = {
+    "parquet": "connectors.parquet:ParquetSink",
+}
+
+
+def _load(table: dict[str, str], kind: str, name: str) -> Any:
+    if name not in table:
+        raise ValueError(f"no {kind} named {name!r}; known: {sorted(table)}")
+    module, _, attr = table[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def get_source(name: str) -> Any:
+    """The Datasource class registered as ``name``."""
+    return _load(SOURCES, "source", name)
+
+
+def get_sink(name: str) -> Any:
+    """The Datasink class registered as ``name``."""
+    return _load(SINKS, "sink", name)

@@ -31,8 +31,13 @@ class AirflowlessWorkerPlugin(WorkerPlugin):
         self.worker: Any = None
 
     def setup(self, worker: Any) -> None:
+        import os
+
         self.worker = worker
         self.state = {}
+        # Blocks arrive from other workers in buffers pyarrow's Acero engine may find
+        # unaligned; let it copy them rather than warn on every groupby or join.
+        os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "reallocate")
 
     def teardown(self, worker: Any) -> None:
         for value in list(self.state.values()):

@@ -7,6 +7,8 @@ timeout, and transactions that take the write lock when they begin
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +29,27 @@ def _prepare_sqlite(engine: Engine) -> None:
         dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event issue BEGIN
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _use_wal(cursor)
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _use_wal(cursor: Any) -> None:
+    # Turning a new file to WAL needs an exclusive lock, and SQLite answers "database
+    # is locked" at once, without the busy timeout, to connections doing it together.
+    deadline = time.monotonic() + _SQLITE_BUSY_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def make_engine(url: str) -> Engine:

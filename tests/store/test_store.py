@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, select
+from sqlalchemy.engine import make_url
 
 from airflowless.errors import AirflowlessError, StoreError
 from airflowless.store import RunStatus, StageStatus, Store, open_store
@@ -252,7 +253,9 @@ def test_datetimes_come_back_timezone_aware_utc(db: Store) -> None:
 
 
 def test_postgresql_datetimes_are_utc_whatever_the_session_time_zone(postgres_url: str) -> None:
-    store = open_store(postgres_url + "%20-ctimezone%3DAmerica/New_York")
+    url = make_url(postgres_url)
+    options = f"{url.query.get('options', '')} -ctimezone=America/New_York".strip()
+    store = open_store(url.update_query_dict({"options": options}).render_as_string(hide_password=False))
     try:
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("SHOW timezone").scalar() == "America/New_York"

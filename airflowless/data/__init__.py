@@ -1,0 +1,27 @@
+"""airflowless.data: lazy distributed datasets on Dask, with an optimizer and a streaming executor.
+
+>>> from airflowless import data
+>>> ds = data.read_parquet("data/taxi-s").filter(expr=data.col("trip_distance") > 0)  # doctest: +SKIP
+"""
+
+from pyarrow.compute import field as col
+
+from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
+from .context import DataContext
+from .dataset import Dataset
+from .execution.executor import StallError
+from .grouped import GroupedData
+from .read_api import (
+    from_arrow,
+    from_dask,
+    from_items,
+    from_numpy,
+    from_pandas,
+    range,
+    read_datasource,
+    read_parquet,
+)
+
+__all__ = ["Dataset", "GroupedData", "DataContext", "StallError", "col", "read_parquet", "read_datasource",
+           "from_pandas", "from_arrow", "from_numpy", "from_items", "from_dask", "range", "AggregateFn",
+           "Count", "Sum", "Min", "Max", "Mean", "Std"]

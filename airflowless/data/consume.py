@@ -1,0 +1,101 @@
+"""Running a Dataset's plan: the helpers its consumers share.
+
+Every consumer goes through :func:`execute`: optimize the logical plan, lower
+it, and stream it through the executor on the current cluster. Consumers that
+only need a small answer per block (count, write, aggregate partials) append
+a terminal transform so blocks never travel to the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from .execution.executor import Execution, stream
+from .logical.operators import Fused, LogicalOp, MapBlocks
+from .optimizer import optimize
+from .physical.lowering import lower
+from .transforms import BlockTransform
+
+__all__ = ["iter_blocks", "iter_futures", "map_reduce", "last_execution", "Terminal"]
+
+_last: dict[str, Execution] = {}
+
+
+def last_execution() -> Execution | None:
+    return _last.get("execution")
+
+
+def _progress(total: int | None, desc: str) -> Any:
+    from .context import DataContext
+
+    enabled = DataContext.get_current().progress_bars
+    if enabled is None:
+        enabled = sys.stderr.isatty() or "ipykernel" in sys.modules
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="block", leave=False)
+
+
+@contextlib.contextmanager
+def _execution() -> Iterator[Execution]:
+    from ..runtime import cluster_client
+
+    with cluster_client() as client:
+        ex = Execution(client)
+        _last["execution"] = ex
+        yield ex
+
+
+def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]:
+    """The plan's blocks, fetched to this process in order."""
+    with _execution() as ex:
+        physical = lower(optimize(plan))
+        bar = _progress(physical.planned_blocks(), desc)
+        try:
+            yield from stream(ex, physical, fetch=True, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+def iter_futures(plan: LogicalOp) -> Iterator[tuple[Execution, Any]]:
+    """The plan's block futures (finished), left on the cluster."""
+    with _execution() as ex:
+        physical = lower(optimize(plan))
+        for future in stream(ex, physical, fetch=False):
+            yield ex, future
+
+
+class Terminal(BlockTransform):
+    """A last per-block function whose (small) result replaces the block."""
+
+    def __init__(self, fn: Callable[[pa.Table], Any], name: str) -> None:
+        self.fn = fn
+        self._name = name
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self._name
+
+    def __call__(self, table: pa.Table) -> Any:
+        return self.fn(table)
+
+
+def map_reduce(plan: LogicalOp, fn: Callable[[pa.Table], Any], name: str) -> list[Any]:
+    """``fn`` of every block, computed where the block is made; the small results in order."""
+    terminal = Terminal(fn, name)
+    top = Fused(plan.input, (*plan.transforms, terminal), plan.concurrency) if isinstance(plan, Fused) else (
+        MapBlocks(plan, terminal))
+    with _execution() as ex:
+        physical = lower(optimize(top))
+        results = []
+        for future in stream(ex, physical, fetch=False):
+            results.append(future.result())
+        return results

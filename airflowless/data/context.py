@@ -1,0 +1,45 @@
+"""DataContext: the knobs of the streaming executor, in one object.
+
+>>> from airflowless.data import DataContext
+>>> ctx = DataContext.get_current()
+>>> ctx.max_tasks_in_flight_per_op = 8
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = ["DataContext"]
+
+
+@dataclass(kw_only=True)
+class DataContext:
+    """Executor settings for the current process.
+
+    ``max_tasks_in_flight_per_op``: tasks an operator may have submitted and not yet
+    consumed (None: 2 per worker thread). ``memory_budget_bytes``: block bytes the
+    executor may hold at once (None: ``memory_budget_fraction`` of the cluster's
+    memory). ``stall_timeout_s``: seconds without any progress before a
+    :class:`~airflowless.data.execution.executor.StallError` names the operator
+    that is blocked. ``progress_bars``: show tqdm bars (None: only on a terminal
+    or in a notebook).
+    """
+
+    max_tasks_in_flight_per_op: int | None = None
+    memory_budget_bytes: int | None = None
+    memory_budget_fraction: float = 0.25
+    stall_timeout_s: float = 300.0
+    progress_bars: bool | None = None
+    target_max_block_rows: int = 1_000_000
+
+    _current: ClassVar[DataContext | None] = None
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def get_current(cls) -> DataContext:
+        with cls._lock:
+            if cls._current is None:
+                cls._current = DataContext()
+            return cls._current

@@ -1,0 +1,327 @@
+"""Dataset: a lazy, distributed table of rows, in blocks on the Dask workers.
+
+>>> from airflowless import data
+>>> ds = data.range(10).map_batches(lambda b: {"id": b["id"] * 2})   # nothing runs yet
+>>> ds.filter(expr=data.col("id") > 5).count()                      # doctest: +SKIP
+7
+
+Every transform returns a new Dataset whose plan has one more logical
+operator; consumers (``count``, ``take``, ``iter_batches``, ``write_*``...)
+optimize and run the plan on the cluster.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
+from .block import concat, rebatch, to_batch
+from .consume import iter_blocks, iter_futures, last_execution, map_reduce
+from .logical import operators as lo
+from .logical.operators import render
+from .transforms import (
+    AddColumnFn,
+    DropFn,
+    FilterFn,
+    FlatMapFn,
+    MapBatchesFn,
+    MapRowsFn,
+    ProjectFn,
+    RenameFn,
+)
+
+__all__ = ["Dataset"]
+
+
+class Dataset:
+    """A lazy table; see the module docstring. Build with ``read_*`` / ``from_*``."""
+
+    def __init__(self, plan: lo.LogicalOp) -> None:
+        self._plan = plan
+
+    # -- transforms ----------------------------------------------------------
+    def _then(self, transform: Any, concurrency: int | None = None) -> Dataset:
+        return Dataset(lo.MapBlocks(self._plan, transform, concurrency))
+
+    def map_batches(self, fn: Any, *, batch_size: int | None = None, batch_format: str = "numpy",
+                    fn_args: Sequence[Any] = (), fn_kwargs: dict[str, Any] | None = None,
+                    fn_constructor_args: Sequence[Any] = (),
+                    fn_constructor_kwargs: dict[str, Any] | None = None,
+                    concurrency: int | None = None, **_ignored: Any) -> Dataset:
+        """``fn(batch) -> batch`` on every batch, one task per block.
+
+        A class is constructed once per worker process and kept for later
+        blocks (model loading, warm caches); ``concurrency`` bounds how many of
+        this operator's tasks run at once. ``batch_size=None`` gives each call a
+        whole block.
+        """
+        transform = MapBatchesFn(fn, batch_size, batch_format, tuple(fn_args), dict(fn_kwargs or {}),
+                                 tuple(fn_constructor_args), dict(fn_constructor_kwargs or {}),
+                                 instance_key=uuid.uuid4().hex)
+        return self._then(transform, concurrency)
+
+    def map(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Dataset:
+        """``fn(row) -> row`` on every row (slower than :meth:`map_batches`)."""
+        return self._then(MapRowsFn(fn))
+
+    def flat_map(self, fn: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> Dataset:
+        return self._then(FlatMapFn(fn))
+
+    def filter(self, fn: Callable[[dict[str, Any]], bool] | None = None, *, expr: Any = None) -> Dataset:
+        """Rows where ``fn(row)`` is true, or where ``expr`` (e.g. ``col("x") > 0``) holds.
+
+        Expressions are pushed into parquet reads (row groups skipped by statistics).
+        """
+        if (fn is None) == (expr is None):
+            raise ValueError("filter takes either a row function or expr=..., e.g. expr=col('x') > 0")
+        if fn is not None and not callable(fn):
+            expr, fn = fn, None  # filter(col("x") > 0) works too
+        return self._then(FilterFn(fn=fn, expr=expr))
+
+    def add_column(self, name: str, fn: Callable[[Any], Any], *, batch_format: str = "pandas") -> Dataset:
+        return self._then(AddColumnFn(name, fn, batch_format))
+
+    def drop_columns(self, columns: Sequence[str]) -> Dataset:
+        return self._then(DropFn(tuple(columns)))
+
+    def select_columns(self, columns: Sequence[str]) -> Dataset:
+        return self._then(ProjectFn(tuple(columns)))
+
+    def rename_columns(self, mapping: dict[str, str]) -> Dataset:
+        return self._then(RenameFn(dict(mapping)))
+
+    def limit(self, n: int) -> Dataset:
+        if n < 0:
+            raise ValueError(f"limit needs n >= 0, got {n}")
+        return Dataset(lo.Limit(self._plan, n))
+
+    def repartition(self, num_blocks: int, *, shuffle: bool = False) -> Dataset:
+        if num_blocks < 1:
+            raise ValueError(f"repartition needs num_blocks >= 1, got {num_blocks}")
+        return Dataset(lo.Repartition(self._plan, num_blocks, shuffle))
+
+    def random_shuffle(self, *, seed: int | None = None, num_blocks: int | None = None) -> Dataset:
+        return Dataset(lo.RandomShuffle(self._plan, seed, num_blocks))
+
+    def sort(self, key: str | Sequence[str], descending: bool = False) -> Dataset:
+        keys = (key,) if isinstance(key, str) else tuple(key)
+        return Dataset(lo.Sort(self._plan, keys, descending))
+
+    def groupby(self, key: str | Sequence[str]) -> GroupedData:
+        from .grouped import GroupedData
+
+        return GroupedData(self, (key,) if isinstance(key, str) else tuple(key))
+
+    def union(self, *others: Dataset) -> Dataset:
+        return Dataset(lo.Union((self._plan, *(o._plan for o in others))))
+
+    def zip(self, other: Dataset) -> Dataset:
+        """Columns of both side by side, row by row (same row counts); clashing names get ``_1``."""
+        return Dataset(lo.Zip(self._plan, other._plan))
+
+    def join(self, other: Dataset, on: str | Sequence[str], *, how: str = "inner",
+             right_on: str | Sequence[str] | None = None, num_blocks: int | None = None) -> Dataset:
+        """Rows of both matched on key columns; ``how`` is inner, left, right or outer."""
+        if how not in ("inner", "left", "right", "outer"):
+            raise ValueError(f"join how must be inner, left, right or outer, got {how!r}")
+        keys = (on,) if isinstance(on, str) else tuple(on)
+        rkeys = None if right_on is None else ((right_on,) if isinstance(right_on, str) else tuple(right_on))
+        return Dataset(lo.Join(self._plan, other._plan, keys, how, rkeys, num_blocks))
+
+    # -- splits (these run the plan: they need row counts) ---------------------
+    def materialize(self) -> Dataset:
+        """Run the plan now and keep the blocks on the cluster."""
+        blocks: list[Any] = []
+        rows: list[int] = []
+        for ex, future in iter_futures(self._plan):
+            blocks.append(future)
+            rows.append(ex.rows(future))
+        return Dataset(lo.FromBlocks(tuple(blocks), tuple(rows), "Materialized"))
+
+    def train_test_split(self, test_size: float | int, *, shuffle: bool = False,
+                         seed: int | None = None) -> tuple[Dataset, Dataset]:
+        """(train, test): the last ``test_size`` (a fraction or a row count) of the rows go to test."""
+        from .splits import train_test_split
+
+        return train_test_split(self, test_size, shuffle=shuffle, seed=seed)
+
+    def split_at_indices(self, indices: Sequence[int]) -> list[Dataset]:
+        from .splits import split_at_indices
+
+        return split_at_indices(self, indices)
+
+    def split_proportionately(self, proportions: Sequence[float]) -> list[Dataset]:
+        from .splits import split_proportionately
+
+        return split_proportionately(self, proportions)
+
+    def split(self, n: int, *, equal: bool = False) -> list[Dataset]:
+        from .splits import split
+
+        return split(self, n, equal=equal)
+
+    # -- consumers -----------------------------------------------------------
+    def iter_internal_blocks(self) -> Iterator[pa.Table]:
+        return iter_blocks(self._plan)
+
+    def iter_batches(self, *, batch_size: int | None = 256, batch_format: str = "numpy",
+                     drop_last: bool = False, prefetch_batches: int = 1) -> Iterator[Any]:
+        """Batches of ``batch_size`` rows (across block boundaries), in order."""
+        for table in rebatch(iter_blocks(self._plan), batch_size, drop_last=drop_last):
+            yield to_batch(table, batch_format)
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        for table in iter_blocks(self._plan):
+            yield from table.to_pylist()
+
+    def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None,
+                           device: str = "cpu", drop_last: bool = False) -> Iterator[dict[str, Any]]:
+        """Batches as dicts of torch tensors."""
+        import torch
+
+        for batch in self.iter_batches(batch_size=batch_size, batch_format="numpy", drop_last=drop_last):
+            yield {k: torch.as_tensor(v, dtype=dtypes.get(k) if isinstance(dtypes, dict) else dtypes, device=device)
+                   for k, v in batch.items()}
+
+    def take(self, limit: int = 20) -> list[dict[str, Any]]:
+        return list(itertools.islice(Dataset(lo.Limit(self._plan, limit)).iter_rows(), limit))
+
+    def take_all(self) -> list[dict[str, Any]]:
+        return list(self.iter_rows())
+
+    def take_batch(self, batch_size: int = 20, *, batch_format: str = "numpy") -> Any:
+        table = concat(list(iter_blocks(lo.Limit(self._plan, batch_size))))
+        return to_batch(table, batch_format)
+
+    def show(self, limit: int = 20) -> None:
+        for row in self.take(limit):
+            print(row)
+
+    def to_arrow(self) -> pa.Table:
+        return concat(list(iter_blocks(self._plan)))
+
+    def to_pandas(self, limit: int | None = None) -> Any:
+        plan = self._plan if limit is None else lo.Limit(self._plan, limit)
+        return concat(list(iter_blocks(plan))).to_pandas()
+
+    def to_dask(self) -> Any:
+        """A dask DataFrame over the blocks (they stay on the cluster)."""
+        import dask.dataframe as dd
+
+        materialized = self.materialize()
+        plan = materialized._plan
+        assert isinstance(plan, lo.FromBlocks)
+        from distributed import get_client
+
+        client = get_client()
+        frames = [client.submit(lambda t: t.to_pandas(), b, pure=False) for b in plan.blocks]
+        return dd.from_delayed(frames) if frames else dd.from_pandas(__import__("pandas").DataFrame(), npartitions=1)
+
+    def count(self) -> int:
+        return int(sum(map_reduce(self._plan, lambda t: t.num_rows, "Count")))
+
+    def schema(self) -> pa.Schema:
+        plan = self._plan
+        if isinstance(plan, lo.Read) and plan.columns is None and plan.source.schema() is not None:
+            return plan.source.schema()
+        blocks = list(iter_blocks(lo.Limit(plan, 1)))
+        if blocks:
+            return blocks[0].schema
+        return concat(list(iter_blocks(plan))).schema
+
+    def columns(self) -> list[str]:
+        return list(self.schema().names)
+
+    def aggregate(self, *aggs: AggregateFn) -> dict[str, Any]:
+        """Whole-dataset aggregates, e.g. ``ds.aggregate(Min("x"), Max("x"))``."""
+        tables = list(iter_blocks(lo.Aggregate(self._plan, (), tuple(aggs))))
+        row = tables[0].to_pylist()[0] if tables and tables[0].num_rows else {}
+        return {a.output_name: row.get(a.output_name) for a in aggs}
+
+    def sum(self, on: str) -> Any:
+        return self.aggregate(Sum(on))[f"sum({on})"]
+
+    def min(self, on: str) -> Any:
+        return self.aggregate(Min(on))[f"min({on})"]
+
+    def max(self, on: str) -> Any:
+        return self.aggregate(Max(on))[f"max({on})"]
+
+    def mean(self, on: str) -> Any:
+        return self.aggregate(Mean(on))[f"mean({on})"]
+
+    def std(self, on: str, ddof: int = 1) -> Any:
+        return self.aggregate(Std(on, ddof=ddof))[f"std({on})"]
+
+    def unique(self, column: str) -> list[Any]:
+        grouped = concat(list(iter_blocks(lo.Aggregate(self._plan, (column,), (Count(),)))))
+        return grouped.column(column).to_pylist()
+
+    def write_parquet(self, path: str, **storage_options: Any) -> list[str]:
+        from connectors import get_sink
+
+        return self.write_datasink(get_sink("parquet")(path, storage_options or None))
+
+    def write_datasink(self, sink: Any) -> list[str]:
+        """Write every block with ``sink``: one task per block, on the worker holding it."""
+        sink.prepare()
+        writes: list[Any] = []
+        client = None
+        for ex, future in iter_futures(self._plan):
+            client = ex.client
+            writes.append(client.submit(sink.write, future, len(writes), pure=False,
+                                        key=f"Write{sink.name.capitalize()}-{uuid.uuid4().hex}"))
+        results = client.gather(writes) if client is not None else []
+        sink.on_complete(results)
+        return [r.path for r in results if r.path]
+
+    # -- plans and statistics -----------------------------------------------------
+    def explain(self) -> str:
+        """The logical, optimized and physical plans, as text."""
+        from .optimizer import optimize
+        from .physical.lowering import lower
+        from .physical.operators import render as render_physical
+
+        optimized = optimize(self._plan)
+        text = ("-- logical plan --\n" + render(self._plan) + "\n\n-- optimized plan --\n" + render(optimized)
+                + "\n\n-- physical plan --\n" + render_physical(lower(optimized)))
+        print(text)
+        return text
+
+    def stats(self) -> str:
+        """Per-operator tasks, blocks, rows, bytes and time of the last execution in this process."""
+        ex = last_execution()
+        if ex is None:
+            return "nothing has run yet"
+        lines = [f"{'operator':<60} {'tasks':>6} {'blocks':>7} {'rows':>10} {'MB':>9} {'time s':>8}"]
+        for s in ex.stats.values():
+            rows = "-" if s.rows is None else str(s.rows)
+            mb = "-" if s.bytes is None else f"{s.bytes / 1e6:.1f}"
+            wall = "-" if s.wall_s is None else f"{s.wall_s:.2f}"
+            blocks = str(s.blocks) if s.blocks else "-"
+            lines.append(f"{s.name[:60]:<60} {s.tasks:>6} {blocks:>7} {rows:>10} {mb:>9} {wall:>8}")
+        lines.append(f"peak block bytes held by the consumer: {ex.peak_held_bytes / 1e6:.1f} MB "
+                     f"(budget {ex.budget / 1e6:.0f} MB)")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Dataset(plan={self._plan.label})"
+
+    def _repr_html_(self) -> str:
+        return f"<b>Dataset</b><pre>{html.escape(render(self._plan))}</pre>"
+
+    def __dask_tokenize__(self) -> str:
+        import hashlib
+
+        import cloudpickle
+
+        return hashlib.sha256(cloudpickle.dumps(self._plan)).hexdigest()
+
+
+from .grouped import GroupedData  # noqa: E402  (circular: grouped builds Datasets)

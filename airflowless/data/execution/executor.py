@@ -1,0 +1,208 @@
+"""The streaming executor: runs a physical plan on Dask with backpressure.
+
+:class:`Execution` submits the operators' tasks (keys named after the
+operators, so the dashboard's task stream reads as the plan) and keeps per
+operator statistics. :func:`stream` is the consumer side: it pulls block
+futures through a window bounded by a task count and a memory budget, yields
+them in order, and notices when nothing has progressed for
+``DataContext.stall_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...errors import AirflowlessError
+from ..context import DataContext
+from ..physical import tasks
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+    from ..physical.operators import PhysicalOp
+
+__all__ = ["Execution", "OpStats", "StallError", "stream"]
+
+
+class StallError(AirflowlessError, RuntimeError):
+    """No block was produced for ``stall_timeout_s``; names the operator and why."""
+
+
+@dataclass
+class OpStats:
+    name: str
+    tasks: int = 0
+    done: int = 0
+    blocks: int = 0
+    rows: int | None = None
+    bytes: int | None = None
+    first_submit: float | None = None
+    last_done: float | None = None
+
+    @property
+    def wall_s(self) -> float | None:
+        if self.first_submit is None or self.last_done is None:
+            return None
+        return self.last_done - self.first_submit
+
+    def add_output(self, rows: int, nbytes: int) -> None:
+        self.blocks += 1
+        self.rows = (self.rows or 0) + rows
+        self.bytes = (self.bytes or 0) + nbytes
+
+
+@dataclass
+class Execution:
+    """One run of a physical plan: its tasks, their owners, and their statistics."""
+
+    client: Client
+    ctx: DataContext = field(default_factory=DataContext.get_current)
+    stats: dict[str, OpStats] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)  # task key -> operator name
+    peak_held_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        self._inflight: dict[int, set[Future]] = {}
+        info = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        self.threads = max(1, sum(w.get("nthreads", 1) for w in info.values()))
+        memory = sum(w.get("memory_limit", 0) or 0 for w in info.values())
+        self.budget = self.ctx.memory_budget_bytes or int(self.ctx.memory_budget_fraction * (memory or 4 << 30))
+        self.max_in_flight = self.ctx.max_tasks_in_flight_per_op or 2 * self.threads
+
+    def op_stats(self, op: PhysicalOp) -> OpStats:
+        return self.stats.setdefault(op.name, OpStats(op.name))
+
+    def submit(self, op: PhysicalOp, fn: Any, *args: Any) -> Future:
+        key = f"{op.name}-{uuid.uuid4().hex}"
+        future = self.client.submit(fn, *args, key=key, pure=False)
+        stats = self.op_stats(op)
+        stats.tasks += 1
+        stats.first_submit = stats.first_submit or time.monotonic()
+        self.owners[key] = op.name
+        inflight = self._inflight.setdefault(id(op), set())
+        inflight.add(future)
+
+        def done(f: Future, stats: OpStats = stats, inflight: set[Future] = inflight) -> None:
+            stats.done += 1
+            stats.last_done = time.monotonic()
+            inflight.discard(f)
+
+        future.add_done_callback(done)
+        return future
+
+    def throttle(self, op: PhysicalOp, limit: int | None) -> None:
+        """Wait until ``op`` has fewer than ``limit`` tasks running."""
+        from distributed import wait
+
+        if limit is None:
+            return
+        inflight = self._inflight.setdefault(id(op), set())
+        while len(inflight) >= limit:
+            with contextlib.suppress(TimeoutError):
+                wait(list(inflight), timeout=1.0, return_when="FIRST_COMPLETED")
+
+    def gather(self, futures: list[Any]) -> list[Any]:
+        return self.client.gather(futures) if futures else []
+
+    def metas(self, blocks: list[Any]) -> list[tuple[int, int]]:
+        """(rows, bytes) of each block, computed where the blocks are."""
+        return self.gather([self.client.submit(tasks.block_meta, b, pure=False) for b in blocks])
+
+    def rows(self, block: Any) -> int:
+        return self.metas([block])[0][0]
+
+    def window(self, average_bytes: float | None) -> int:
+        if not average_bytes:
+            return self.max_in_flight
+        return max(1, min(self.max_in_flight, int(self.budget // average_bytes)))
+
+    def stall(self, waiting: list[Future], idle_s: float) -> StallError:
+        keys = [str(f.key) for f in waiting]
+
+        def states(dask_scheduler: Any, keys: list[str]) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for key in keys:
+                ts = dask_scheduler.tasks.get(key)
+                if ts is None:
+                    out[key] = ("released", None, None)
+                    continue
+                out[key] = (ts.state, ts.processing_on.address if ts.processing_on else None,
+                            dict(ts.resource_restrictions or {}))
+            return out
+
+        try:
+            found = self.client.run_on_scheduler(states, keys=keys)
+        except Exception:  # the scheduler itself is unreachable
+            found = {}
+        workers = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        head = keys[0] if keys else ""
+        op = self.owners.get(head, "?")
+        state, where, needs = found.get(head, ("unknown", None, None))
+        if workers == 0:
+            why = "the cluster has no workers"
+        elif state == "no-worker":
+            why = f"no worker can run its task (it needs {needs or 'nothing special'})"
+        elif state == "processing":
+            why = f"its task has been running on {where} for over {idle_s:.0f} s"
+        elif state == "queued":
+            why = "its task is queued: every worker thread is busy with other work"
+        else:
+            why = f"its task is {state}"
+        return StallError(
+            f"operator {op!r} made no progress for {idle_s:.0f} s: {why}. "
+            "Raise DataContext.get_current().stall_timeout_s if this work is just slow."
+        )
+
+
+def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any = None) -> Iterator[Any]:
+    """Blocks of ``op`` in order (tables if ``fetch``, else finished futures), with backpressure."""
+    from distributed import wait
+
+    source = op.stream(ex)  # a generator: closed below
+    window: deque[Future] = deque()
+    exhausted = False
+    fetched_bytes: list[int] = []
+    top = ex.op_stats(op)
+    try:
+        while True:
+            average = sum(fetched_bytes[-16:]) / len(fetched_bytes[-16:]) if fetched_bytes else None
+            while not exhausted and len(window) < ex.window(average):
+                try:
+                    window.append(next(source))
+                except StopIteration:
+                    exhausted = True
+            if not window:
+                return
+            if average:
+                ex.peak_held_bytes = max(ex.peak_held_bytes, int(len(window) * max(fetched_bytes[-16:])))
+            head = window[0]
+            idle_since = time.monotonic()
+            done_before = sum(f.done() for f in window)
+            while not head.done():
+                with contextlib.suppress(TimeoutError):
+                    wait([head], timeout=1.0)
+                done_now = sum(f.done() for f in window)
+                if done_now != done_before:
+                    idle_since, done_before = time.monotonic(), done_now
+                elif time.monotonic() - idle_since > ex.ctx.stall_timeout_s:
+                    raise ex.stall([f for f in window if not f.done()], time.monotonic() - idle_since)
+            window.popleft()
+            if not fetch:
+                yield head
+                continue
+            table = head.result()
+            top.add_output(table.num_rows, table.nbytes)
+            fetched_bytes.append(table.nbytes)
+            if progress is not None:
+                progress.update(1)
+            yield table
+    finally:
+        for future in window:
+            future.cancel()
+        source.close()  # type: ignore[attr-defined]

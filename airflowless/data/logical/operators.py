@@ -1,0 +1,206 @@
+"""Logical operators: frozen descriptions of what a Dataset computes.
+
+Each node names its inputs (``inputs``) and nothing about how it runs; the
+optimizer rewrites trees of them and :mod:`..physical.lowering` maps them to
+physical operators.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..transforms import BlockTransform
+
+__all__ = ["LogicalOp", "Read", "FromBlocks", "MapBlocks", "Fused", "Limit", "Repartition",
+           "RandomShuffle", "Sort", "Aggregate", "MapGroups", "Union", "Zip", "Join", "walk"]
+
+
+@dataclass(frozen=True, eq=False)
+class LogicalOp:
+    @property
+    def inputs(self) -> tuple[LogicalOp, ...]:
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self)
+                     if f.name in ("input", "left", "right"))
+
+    def with_inputs(self, *inputs: LogicalOp) -> LogicalOp:
+        names = [f.name for f in dataclasses.fields(self) if f.name in ("input", "left", "right")]
+        return dataclasses.replace(self, **dict(zip(names, inputs, strict=True)))
+
+    @property
+    def label(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True, eq=False)
+class Read(LogicalOp):
+    source: Any  # connectors.base.Datasource
+    columns: tuple[str, ...] | None = None
+    filter: Any = None  # a pyarrow.compute.Expression
+    limit: int | None = None
+
+    @property
+    def label(self) -> str:
+        extras = []
+        if self.columns is not None:
+            extras.append(f"columns={list(self.columns)}")
+        if self.filter is not None:
+            extras.append(f"filter={self.filter}")
+        if self.limit is not None:
+            extras.append(f"limit={self.limit}")
+        name = "Read" + self.source.name.capitalize()
+        return f"{name}[{', '.join(extras)}]" if extras else name
+
+
+@dataclass(frozen=True, eq=False)
+class FromBlocks(LogicalOp):
+    """Blocks already on the cluster (futures), e.g. from ``materialize`` or a split."""
+
+    blocks: tuple[Any, ...]
+    rows: tuple[int, ...]
+    name: str = "FromBlocks"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}[{len(self.blocks)} blocks, {sum(self.rows)} rows]"
+
+
+@dataclass(frozen=True, eq=False)
+class MapBlocks(LogicalOp):
+    """One per-block transform (map_batches, map, flat_map, filter, select, drop, rename, add_column)."""
+
+    input: LogicalOp
+    transform: BlockTransform
+    concurrency: int | None = None
+
+    @property
+    def label(self) -> str:
+        return self.transform.name
+
+
+@dataclass(frozen=True, eq=False)
+class Fused(LogicalOp):
+    """Adjacent per-block transforms run in one task per block."""
+
+    input: LogicalOp
+    transforms: tuple[BlockTransform, ...]
+    concurrency: int | None = None
+
+    @property
+    def label(self) -> str:
+        return "+".join(t.name for t in self.transforms)
+
+
+@dataclass(frozen=True, eq=False)
+class Limit(LogicalOp):
+    input: LogicalOp
+    n: int
+
+    @property
+    def label(self) -> str:
+        return f"Limit[{self.n}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Repartition(LogicalOp):
+    input: LogicalOp
+    num_blocks: int
+    shuffle: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"Repartition[{self.num_blocks}{', shuffle' if self.shuffle else ''}]"
+
+
+@dataclass(frozen=True, eq=False)
+class RandomShuffle(LogicalOp):
+    input: LogicalOp
+    seed: int | None = None
+    num_blocks: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Sort(LogicalOp):
+    input: LogicalOp
+    keys: tuple[str, ...]
+    descending: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"Sort[{', '.join(self.keys)}{' desc' if self.descending else ''}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate(LogicalOp):
+    """Group by ``keys`` (none: the whole dataset) and compute ``aggs``."""
+
+    input: LogicalOp
+    keys: tuple[str, ...]
+    aggs: tuple[Any, ...]  # aggregate.AggregateFn
+
+    @property
+    def label(self) -> str:
+        by = f" by {', '.join(self.keys)}" if self.keys else ""
+        return f"Aggregate[{', '.join(a.output_name for a in self.aggs)}{by}]"
+
+
+@dataclass(frozen=True, eq=False)
+class MapGroups(LogicalOp):
+    input: LogicalOp
+    keys: tuple[str, ...]
+    fn: Any
+    batch_format: str = "pandas"
+
+    @property
+    def label(self) -> str:
+        return f"MapGroups[{getattr(self.fn, '__name__', 'fn')} by {', '.join(self.keys)}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Union(LogicalOp):
+    parts: tuple[LogicalOp, ...] = field(default=())
+
+    @property
+    def inputs(self) -> tuple[LogicalOp, ...]:
+        return self.parts
+
+    def with_inputs(self, *inputs: LogicalOp) -> LogicalOp:
+        return Union(tuple(inputs))
+
+
+@dataclass(frozen=True, eq=False)
+class Zip(LogicalOp):
+    left: LogicalOp
+    right: LogicalOp
+
+
+@dataclass(frozen=True, eq=False)
+class Join(LogicalOp):
+    left: LogicalOp
+    right: LogicalOp
+    on: tuple[str, ...]
+    how: str = "inner"
+    right_on: tuple[str, ...] | None = None
+    num_blocks: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"Join[{self.how} on {', '.join(self.on)}]"
+
+
+def walk(op: LogicalOp) -> list[LogicalOp]:
+    """Every node of the tree, inputs first."""
+    seen: list[LogicalOp] = []
+    for child in op.inputs:
+        seen.extend(walk(child))
+    seen.append(op)
+    return seen
+
+
+def render(op: LogicalOp, indent: int = 0) -> str:
+    """The tree as indented text, the output on top."""
+    lines = ["  " * indent + ("" if indent == 0 else "<- ") + op.label]
+    for child in op.inputs:
+        lines.append(render(child, indent + 1))
+    return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""Making Datasets: ``read_*`` from storage, ``from_*`` from memory, ``range``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from .dataset import Dataset
+from .logical import operators as lo
+
+__all__ = ["read_parquet", "read_datasource", "from_pandas", "from_arrow", "from_numpy", "from_items",
+           "from_dask", "range"]
+
+
+def read_datasource(source: Any, *, columns: Sequence[str] | None = None, filter: Any = None) -> Dataset:
+    ds = Dataset(lo.Read(source))
+    if filter is not None:
+        ds = ds.filter(expr=filter)
+    if columns is not None:
+        ds = ds.select_columns(columns)
+    return ds
+
+
+def read_parquet(paths: str | Sequence[str], *, columns: Sequence[str] | None = None, filter: Any = None,
+                 storage_options: dict[str, Any] | None = None) -> Dataset:
+    """Parquet files: a path, a folder, a glob, a list, or fsspec URLs (``s3://...``).
+
+    ``columns`` and ``filter`` (a pyarrow expression, e.g. ``col("x") > 0``) are
+    applied in the reader: unread columns and row groups are skipped.
+    """
+    from connectors import get_source
+
+    return read_datasource(get_source("parquet")(paths, storage_options=storage_options),
+                           columns=columns, filter=filter)
+
+
+def _tables(name: str, tables: list[pa.Table]) -> Dataset:
+    from connectors import get_source
+
+    return Dataset(lo.Read(get_source("memory")(tables, name)))
+
+
+def from_pandas(frames: Any) -> Dataset:
+    """A pandas DataFrame (or a list of them, one block each)."""
+    items = frames if isinstance(frames, list) else [frames]
+    return _tables("pandas", [pa.Table.from_pandas(f, preserve_index=False) for f in items])
+
+
+def from_arrow(tables: pa.Table | list[pa.Table]) -> Dataset:
+    return _tables("arrow", tables if isinstance(tables, list) else [tables])
+
+
+def from_numpy(arrays: Any, column: str = "data") -> Dataset:
+    """A numpy array (or a dict of equal-length arrays), as one block."""
+    import numpy as np
+
+    if isinstance(arrays, dict):
+        return _tables("numpy", [pa.table({k: _column(np.asarray(v)) for k, v in arrays.items()})])
+    return _tables("numpy", [pa.table({column: _column(np.asarray(arrays))})])
+
+
+def _column(array: Any) -> Any:
+    return pa.array(list(array)) if array.ndim > 1 else array
+
+
+def from_items(items: list[Any], *, parallelism: int = 1) -> Dataset:
+    """Python dicts (or plain values, as column ``item``), split into ``parallelism`` blocks."""
+    rows = [i if isinstance(i, dict) else {"item": i} for i in items]
+    size = max(1, -(-len(rows) // max(1, parallelism)))
+    return _tables("items", [pa.Table.from_pylist(rows[i:i + size]) for i in builtins_range(0, len(rows), size)]
+                   or [pa.table({})])
+
+
+def from_dask(frame: Any) -> Dataset:
+    """A Dask DataFrame; each partition becomes a block, computed on a worker."""
+    from connectors import get_source
+
+    return Dataset(lo.Read(get_source("dask")(frame)))
+
+
+def range(n: int, *, parallelism: int = 8) -> Dataset:  # noqa: A001 - the Ray name
+    """Integers 0..n-1 in column ``id``."""
+    from connectors import get_source
+
+    return Dataset(lo.Read(get_source("range")(n, parallelism)))
+
+
+builtins_range = __builtins__["range"] if isinstance(__builtins__, dict) else __builtins__.range  # type: ignore[index]

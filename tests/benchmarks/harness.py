@@ -1,0 +1,56 @@
+"""Run one benchmark case in a fresh process and measure it: wall seconds and peak RSS of the process tree.
+
+A case is Python code defining ``setup()`` (not timed: cluster start, warm-up)
+and ``run()`` (timed; returns a dict of figures). ``python harness.py CASE_FILE``
+prints one JSON line with the figures, ``seconds`` and ``peak_rss_mb``.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+import threading
+import time
+
+
+def _tree_rss() -> int:
+    import psutil
+
+    me = psutil.Process()
+    total = 0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def measure(setup: object, run: object) -> dict[str, object]:
+    setup()  # type: ignore[operator]
+    peak = [_tree_rss()]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], _tree_rss())
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    start = time.perf_counter()
+    figures = run()  # type: ignore[operator]
+    seconds = time.perf_counter() - start
+    stop.set()
+    sampler.join()
+    return {**(figures or {}), "seconds": seconds, "peak_rss_mb": peak[0] / 2**20}
+
+
+if __name__ == "__main__":
+    namespace = runpy.run_path(sys.argv[1], run_name="benchmark_case")
+    result = measure(namespace["setup"], namespace["run"])
+    teardown = namespace.get("teardown")
+    if teardown:
+        teardown()
+    print("RESULT " + json.dumps(result), flush=True)

@@ -1,0 +1,37 @@
+"""W1: streaming ingest of taxi-M — read parquet, feature step, filter, iterate 8192-row batches.
+
+Run: python -m pytest tests/benchmarks/test_w1_ingest.py --benchmarks -s
+Prints rows/s and peak memory (all processes) for airflowless, dask.dataframe (worker
+processes) and the one-process pyarrow limit, and the ratios. Data: taxi-M (2M rows,
+16 files) made once under $AIRFLOWLESS_BENCH_DATA (default /tmp/airflowless-bench).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .common_cases import compare, median, spread
+
+DATA = os.environ.get("AIRFLOWLESS_BENCH_DATA", "/tmp/airflowless-bench")
+
+
+@pytest.mark.benchmark
+def test_w1_ingest_taxi_m() -> None:
+    from airflowless.datasets import make_taxi
+
+    path = f"{DATA}/taxi-m"
+    make_taxi(2_000_000, n_files=16, path=path, seed=0)
+    repeats = int(os.environ.get("W1_REPEATS", "3"))
+    cases = ["w1_airflowless", "w1_dask", "w1_pyarrow"]
+    results = compare(cases, repeats, env={"TAXI_PATH": path})
+    rows = {c: results[c][0]["rows"] for c in cases}
+    assert len(set(rows.values())) == 1, f"the systems disagree on the row count: {rows}"
+    speed = {c: rows[c] / median(results[c], "seconds") for c in cases}
+    print(f"\nW1 taxi-M ({rows['w1_pyarrow']:,} rows after the filter), median of {repeats} fresh-process runs")
+    for c in cases:
+        print(f"  {c:<16} {speed[c] / 1e6:6.2f} M rows/s  ({spread(results[c], 'seconds')} s)  "
+              f"peak {median(results[c], 'peak_rss_mb'):7.0f} MB")
+    print(f"  airflowless / dask.dataframe = {speed['w1_airflowless'] / speed['w1_dask']:.2f}x (target >= 1.2)")
+    print(f"  airflowless / pyarrow limit  = {speed['w1_airflowless'] / speed['w1_pyarrow']:.2f}x")
