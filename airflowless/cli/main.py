@@ -15,7 +15,7 @@ def cli() -> None:
     """airflowless: ML pipelines on a Dask cluster, with a durable record of every run.
 
     \b
-    airflowless run pipelines/taxi.py --param num_workers=2
+    airflowless run pipelines/taxi.py --param n_rows=1000000
     airflowless runs list
     airflowless cluster up --workers 2
     """

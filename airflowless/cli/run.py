@@ -39,7 +39,7 @@ def run(target: str, params: tuple[str, ...], address: str | None, resume: int |
                 store.get_run(resume)  # before starting a cluster
             except KeyError as exc:
                 raise ParameterError(f"cannot resume: {exc.args[0]}; see `airflowless runs list`") from None
-        client = init(address)
+        client = init(address or _background_cluster())
         try:
             result = pipe.run(values, client=client, store=store, cache=not no_cache, resume=resume,
                               raise_on_failure=False)
@@ -59,3 +59,17 @@ def run(target: str, params: tuple[str, ...], address: str | None, resume: int |
     if result.value is not None:
         click.echo(f"result: {result.value!r}")
 
+
+
+def _background_cluster() -> str | None:
+    """The address of the cluster `airflowless cluster up` started, if it is up and none was named."""
+    from ..runtime.processes import is_alive, load_state
+    from ..settings import get_settings
+
+    if get_settings().address:
+        return None
+    state = load_state()
+    if state is None or not is_alive(state.scheduler_pid):
+        return None
+    click.echo(f"using the cluster started by `airflowless cluster up` at {state.address}", err=True)
+    return state.address

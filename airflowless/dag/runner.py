@@ -117,7 +117,7 @@ def execute(
             {"node": n, "stage": graph.nodes[n].stage.name, "upstream": graph.nodes[n].upstream,
              "cache_key": p.cache_key, "output_uri": p.reuse.output_uri if p.reuse else None,
              "status": StageStatus.CACHED if p.reuse else StageStatus.PENDING,
-             "reused_from_run": p.reuse.run_id if p.reuse else None,
+             "reused_from_run": (p.reuse.reused_from_run or p.reuse.run_id) if p.reuse else None,
              "output_summary": p.reuse.output_summary if p.reuse else None}
             for n, p in plans.items()
         ])
@@ -222,6 +222,7 @@ class _Watch:
                     self.deadlines[name] = time.monotonic() + timeout + max(_GRACE_S, 0.1 * timeout)
                 self.store.update_stage(self.run_id, name, **fields)
             elif msg["event"] == "retrying":
+                self.deadlines.pop(name, None)  # waiting to retry is not running past the timeout
                 self.store.update_stage(self.run_id, name, error=msg["error"])
 
     def _enforce_deadlines(self, pending: set[str]) -> set[str]:

@@ -97,7 +97,7 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
         except Exception as exc:
             error = exc
             text = traceback.format_exc()
-        if attempt > options.retries:
+        if attempt > options.retries or not _still_wanted():
             _emit(call, "failed", attempt=attempt, error=_one_line(error))
             raise StageFailedError(call.node, _one_line(error), text)
         delay = options.delay(attempt)
@@ -106,6 +106,18 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
     write_output(call.output_uri, value)
     return Outcome(call.node, value, started, time.time(), attempt, address, call.output_uri,
                    summarize(value))
+
+
+def _still_wanted() -> bool:
+    """False when the driver gave up on this task (it cancelled it): do not retry for nobody."""
+    worker = _worker()
+    if worker is None:
+        return True
+    from distributed.worker import thread_state
+
+    key = getattr(thread_state, "key", None)
+    ts = worker.state.tasks.get(key) if key is not None else None
+    return ts is None or ts.state not in ("cancelled", "released", "forgotten")
 
 
 def load_stage_output(node: str, uri: str) -> Outcome:

@@ -1,0 +1,100 @@
+"""Optimizer rules, each alone and together: plans compared, no cluster needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflowless import data
+from airflowless.data.logical import operators as lo
+from airflowless.data.optimizer import apply_rule, drop_noops, fuse_maps, optimize, push_filter, push_limit, push_projection
+from airflowless.data.optimizer.push_filter import expression_fields
+from airflowless.data.physical.lowering import lower
+from airflowless.data.physical.operators import BarrierOp, LimitOp, MapOp, ReadOp
+
+
+@pytest.fixture
+def parquet_dir(tmp_path: Path) -> str:
+    for i in range(3):
+        pq.write_table(pa.table({"a": [i, i + 1], "b": [1.0, 2.0], "c": ["x", "y"]}), tmp_path / f"p{i}.parquet")
+    return str(tmp_path)
+
+
+def _double(batch):  # noqa: ANN001, ANN202
+    return batch
+
+
+def test_fuse_maps_makes_one_fused_node(parquet_dir: str) -> None:
+    ds = data.read_parquet(parquet_dir).map_batches(_double).map_batches(_double).rename_columns({"a": "z"})
+    plan = apply_rule(ds._plan, fuse_maps.rule)
+    assert isinstance(plan, lo.Fused) and isinstance(plan.input, lo.Read)
+    assert [t.name for t in plan.transforms] == ["MapBatches(_double)", "MapBatches(_double)", "RenameColumns(a->z)"]
+
+
+def test_projection_is_pushed_into_the_reader(parquet_dir: str) -> None:
+    plan = apply_rule(data.read_parquet(parquet_dir).select_columns(["a", "b"])._plan, push_projection.rule)
+    assert isinstance(plan, lo.Read) and plan.columns == ("a", "b")
+
+
+def test_projection_moves_below_an_expression_filter_it_covers(parquet_dir: str) -> None:
+    ds = data.read_parquet(parquet_dir).filter(expr=data.col("a") > 0).select_columns(["a"])
+    plan = optimize(ds._plan)
+    assert isinstance(plan, lo.Read)
+    assert plan.columns == ("a",) and str(plan.filter) == "(a > 0)"
+
+
+def test_function_filters_are_not_pushed(parquet_dir: str) -> None:
+    ds = data.read_parquet(parquet_dir).filter(lambda row: row["a"] > 0)
+    assert apply_rule(ds._plan, push_filter.rule) is ds._plan
+
+
+def test_filters_combine_in_the_reader(parquet_dir: str) -> None:
+    ds = data.read_parquet(parquet_dir, filter=data.col("a") > 0).filter(expr=data.col("b") < 2)
+    plan = apply_rule(ds._plan, push_filter.rule)
+    assert isinstance(plan, lo.Read) and expression_fields(plan.filter) == {"a", "b"}
+
+
+def test_limit_moves_below_row_preserving_maps_and_into_the_reader(parquet_dir: str) -> None:
+    ds = data.read_parquet(parquet_dir).rename_columns({"a": "z"}).limit(5).limit(3)
+    plan = apply_rule(ds._plan, push_limit.rule)
+    assert isinstance(plan, lo.MapBlocks)
+    limit = plan.input
+    assert isinstance(limit, lo.Limit) and limit.n == 3
+    assert isinstance(limit.input, lo.Read) and limit.input.limit == 3
+
+
+def test_limit_stays_above_maps_that_change_row_counts(parquet_dir: str) -> None:
+    ds = data.read_parquet(parquet_dir).map_batches(_double).limit(2)
+    assert apply_rule(ds._plan, push_limit.rule) is ds._plan
+
+
+def test_drop_noops(parquet_dir: str) -> None:
+    base = data.read_parquet(parquet_dir)
+    plan = apply_rule(base.select_columns(["a", "b"]).select_columns(["a"])._plan, drop_noops.rule)
+    assert isinstance(plan, lo.MapBlocks) and plan.transform.columns == ("a",)
+    assert isinstance(plan.input, lo.Read)
+    sorted_plan = apply_rule(base.random_shuffle(seed=1).sort("a")._plan, drop_noops.rule)
+    assert isinstance(sorted_plan, lo.Sort) and isinstance(sorted_plan.input, lo.Read)
+    again = apply_rule(base.repartition(4).repartition(2)._plan, drop_noops.rule)
+    assert isinstance(again, lo.Repartition) and again.num_blocks == 2 and isinstance(again.input, lo.Read)
+
+
+def test_lowering_fuses_the_read_with_the_chain(parquet_dir: str) -> None:
+    ds = data.read_parquet(parquet_dir).map_batches(_double).filter(expr=data.col("a") > 0)
+    physical = lower(optimize(ds._plan))
+    assert isinstance(physical, ReadOp)
+    assert physical.name == "ReadParquet+MapBatches(_double)+Filter((a > 0))"
+    assert len(physical.read_tasks) == 3
+    shuffled = lower(optimize(ds.random_shuffle(seed=0).map_batches(_double).limit(1)._plan))
+    assert isinstance(shuffled, LimitOp) and isinstance(shuffled.input, MapOp)
+    assert isinstance(shuffled.input.input, BarrierOp)
+
+
+def test_explain_shows_the_three_plans(parquet_dir: str) -> None:
+    text = data.read_parquet(parquet_dir).select_columns(["a"]).explain()
+    assert "-- logical plan --\nProject(a)\n  <- ReadParquet" in text
+    assert "-- optimized plan --\nReadParquet[columns=['a']]" in text
+    assert "-- physical plan --\nReadOp[ReadParquet]" in text
