@@ -13,7 +13,6 @@ from typing import Any
 
 import pyarrow as pa
 
-
 from ..errors import AirflowlessError
 from .block import check_format, concat, from_batch, to_batch
 

@@ -10,7 +10,15 @@ import pytest
 
 from airflowless import data
 from airflowless.data.logical import operators as lo
-from airflowless.data.optimizer import apply_rule, drop_noops, fuse_maps, optimize, push_filter, push_limit, push_projection
+from airflowless.data.optimizer import (
+    apply_rule,
+    drop_noops,
+    fuse_maps,
+    optimize,
+    push_filter,
+    push_limit,
+    push_projection,
+)
 from airflowless.data.optimizer.push_filter import expression_fields
 from airflowless.data.physical.lowering import lower
 from airflowless.data.physical.operators import BarrierOp, LimitOp, MapOp, ReadOp

@@ -17,7 +17,7 @@ pull all their input first, then hand out the futures of their exchange.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
