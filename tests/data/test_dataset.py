@@ -197,3 +197,17 @@ def test_interop_and_consumers(tmp_path: Path) -> None:
 def test_materialize_keeps_blocks_on_the_cluster() -> None:
     ds = data.range(100, parallelism=4).map_batches(lambda b: {"id": b["id"] + 1}).materialize()
     assert ds.count() == 100 and ds.sum("id") == 5050
+
+
+def test_lazy_splits_are_plans_that_travel_and_match_materialized_ones() -> None:
+    import cloudpickle
+
+    ds = blocks(frame(90), 4).random_shuffle(seed=5)
+    lazy_train, lazy_test = ds.train_test_split(test_size=0.3)
+    travelled = cloudpickle.loads(cloudpickle.dumps(lazy_train))
+    eager_train, eager_test = ds.materialize().train_test_split(test_size=0.3)
+    assert [r["i"] for r in travelled.take_all()] == [r["i"] for r in eager_train.take_all()]
+    assert [r["i"] for r in lazy_test.take_all()] == [r["i"] for r in eager_test.take_all()]
+    assert "RowSlice" in lazy_train.explain()
+    a, b = blocks(frame(10)).train_test_split(test_size=3)
+    assert (a.count(), b.count()) == (7, 3)

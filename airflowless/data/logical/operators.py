@@ -13,7 +13,7 @@ from typing import Any
 
 from ..transforms import BlockTransform
 
-__all__ = ["LogicalOp", "Read", "FromBlocks", "MapBlocks", "Fused", "Limit", "Repartition",
+__all__ = ["LogicalOp", "Read", "SplitSpec", "RowSlice", "FromBlocks", "MapBlocks", "Fused", "Limit", "Repartition",
            "RandomShuffle", "Sort", "Aggregate", "MapGroups", "Union", "Zip", "Join", "walk"]
 
 
@@ -90,6 +90,52 @@ class Fused(LogicalOp):
     @property
     def label(self) -> str:
         return "+".join(t.name for t in self.transforms)
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """Where a dataset is cut, resolved against its row count when it runs.
+
+    ``kind``: ``indices`` (row positions), ``fractions`` (cumulative fractions),
+    ``even`` (n parts, sizes differing by at most one) or ``equal`` (n parts of
+    exactly ``total // n`` rows).
+    """
+
+    kind: str
+    values: tuple[float, ...]
+
+    def bounds(self, total: int) -> list[int]:
+        if self.kind == "indices":
+            return [0, *[min(int(v), total) for v in self.values], total]
+        if self.kind == "from_end":
+            return [0, max(0, total - int(self.values[0])), total]
+        if self.kind == "fractions":
+            acc, cuts = 0.0, [0]
+            for v in self.values:
+                acc += v
+                cuts.append(int(round(total * acc)))
+            return [*cuts, total]
+        n = int(self.values[0])
+        if self.kind == "equal":
+            return [(total // n) * i for i in range(n + 1)]
+        base, extra = divmod(total, n)
+        cuts = [0]
+        for i in range(n):
+            cuts.append(cuts[-1] + base + (1 if i < extra else 0))
+        return cuts
+
+
+@dataclass(frozen=True, eq=False)
+class RowSlice(LogicalOp):
+    """Part ``part`` of the input cut by ``spec`` (a barrier: it needs the row count)."""
+
+    input: LogicalOp
+    spec: SplitSpec
+    part: int
+
+    @property
+    def label(self) -> str:
+        return f"RowSlice[{self.spec.kind} {list(self.spec.values)}, part {self.part}]"
 
 
 @dataclass(frozen=True, eq=False)

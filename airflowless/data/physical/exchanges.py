@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..execution.executor import Execution
     from .operators import PhysicalOp
 
-__all__ = ["repartition", "random_shuffle", "sort", "aggregate", "map_groups", "join", "zip_"]
+__all__ = ["row_slice", "repartition", "random_shuffle", "sort", "aggregate", "map_groups", "join", "zip_"]
 
 
 def _split_evenly(total: int, parts: int) -> list[int]:
@@ -51,6 +51,18 @@ def _gather(ex: Execution, op: PhysicalOp, blocks: list[Any], plan: list[list[tu
         for block, start, stop in pieces:
             args += [blocks[block], start, stop]
         outputs.append(ex.submit(op, tasks.gather_slices, *args))
+    return outputs
+
+
+def row_slice(ex: Execution, op: PhysicalOp, blocks: list[Any], *, spec: Any, part: int) -> list[Any]:
+    counts = [rows for rows, _ in ex.metas(blocks)]
+    bounds = spec.bounds(sum(counts))
+    start, stop = bounds[part], bounds[part + 1]
+    pieces = slice_plan(counts, [start, stop - start])[1] if stop > start else []
+    outputs = []
+    for block, a, b in pieces:
+        outputs.append(blocks[block] if (a, b) == (0, counts[block]) else
+                       ex.submit(op, tasks.slice_block, blocks[block], a, b))
     return outputs
 
 

@@ -59,6 +59,7 @@ LOWERING: dict[type, Callable[..., PhysicalOp]] = {
     lo.Join: _barrier(exchanges.join, on=lambda o: o.on, right_on=lambda o: o.right_on or o.on,
                       how=lambda o: o.how, num_blocks=lambda o: o.num_blocks),
     lo.Zip: _barrier(exchanges.zip_),
+    lo.RowSlice: _barrier(exchanges.row_slice, spec=lambda o: o.spec, part=lambda o: o.part),
 }
 
 
