@@ -14,12 +14,18 @@ __all__ = ["get_source", "get_sink", "SOURCES", "SINKS"]
 
 SOURCES: dict[str, str] = {
     "parquet": "connectors.parquet:ParquetSource",
+    "csv": "connectors.csv:CSVSource",
+    "json": "connectors.json:JSONSource",
+    "sql": "connectors.sql:SQLSource",
     "memory": "connectors.memory:TablesSource",
     "range": "connectors.memory:RangeSource",
     "dask": "connectors.memory:DaskSource",
 }
 SINKS: dict[str, str] = {
     "parquet": "connectors.parquet:ParquetSink",
+    "csv": "connectors.csv:CSVSink",
+    "json": "connectors.json:JSONSink",
+    "sql": "connectors.sql:SQLSink",
 }
 
 

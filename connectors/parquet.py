@@ -38,6 +38,13 @@ class ParquetSource(Datasource):
                                            storage_options=self.storage_options)
         self._schema: pa.Schema | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Read tasks carry their own file; the list would travel with every task.
+        state = dict(self.__dict__)
+        state["files"] = []
+        state["paths"] = None
+        return state
+
     def schema(self) -> pa.Schema:
         if self._schema is None:
             try:
@@ -95,10 +102,13 @@ class ParquetSink(Datasink):
     name: str = "parquet"
 
     def prepare(self) -> None:
+        """Create the folder; parts of an earlier write there are replaced, not mixed in."""
         import fsspec
 
         fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
         fs.makedirs(root, exist_ok=True)
+        for old in fs.glob(f"{root.rstrip('/')}/part-*.parquet"):
+            fs.rm(old)
 
     def write(self, block: pa.Table, task_index: int) -> WriteResult:
         import fsspec

@@ -27,7 +27,7 @@ def expand_paths(paths: str | Sequence[str], *, suffixes: tuple[str, ...],
     for item in items:
         _, path = fsspec.core.url_to_fs(str(item), **(storage_options or {}))
         if any(ch in path for ch in "*?["):
-            matches = sorted(fs.glob(path))
+            matches = sorted(p for p in fs.glob(path) if _keep(p, suffixes) and not fs.isdir(p))
         elif fs.isdir(path):
             matches = sorted(p for p in fs.find(path) if _keep(p, suffixes))
         elif fs.exists(path):

@@ -18,10 +18,14 @@ from .read_api import (
     from_numpy,
     from_pandas,
     range,
+    read_csv,
     read_datasource,
+    read_json,
     read_parquet,
+    read_sql,
 )
 
 __all__ = ["Dataset", "GroupedData", "DataContext", "StallError", "col", "read_parquet", "read_datasource",
+           "read_csv", "read_json", "read_sql",
            "from_pandas", "from_arrow", "from_numpy", "from_items", "from_dask", "range", "AggregateFn",
            "Count", "Sum", "Min", "Max", "Mean", "Std"]

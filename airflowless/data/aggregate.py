@@ -111,6 +111,8 @@ def combine_partials(partials: list[pa.Table], keys: tuple[str, ...], aggs: tupl
     """The final aggregates from every block's partial states, sorted by the keys."""
     import pandas as pd
 
+    # an empty block's partial has no rows and float64 states; skip it so the types merge
+    partials = [p for p in partials if p.num_rows] or partials[:1]
     frame = pa.concat_tables(partials, promote_options="default").to_pandas()
     if keys:
         groups: Any = frame.groupby(list(keys), sort=True, dropna=False)

@@ -268,18 +268,40 @@ class Dataset:
 
         return self.write_datasink(get_sink("parquet")(path, storage_options or None))
 
+    def write_csv(self, path: str, **storage_options: Any) -> list[str]:
+        """One ``part-NNNNN.csv`` per block under the folder ``path`` (local or fsspec URL)."""
+        from connectors import get_sink
+
+        return self.write_datasink(get_sink("csv")(path, storage_options or None))
+
+    def write_json(self, path: str, **storage_options: Any) -> list[str]:
+        """One ``part-NNNNN.jsonl`` (JSON lines) per block under the folder ``path``."""
+        from connectors import get_sink
+
+        return self.write_datasink(get_sink("json")(path, storage_options or None))
+
+    def write_sql(self, table: str, connection_url: str, *, if_exists: str = "append") -> None:
+        """Append the rows to ``table``; ``if_exists`` is "append", "replace" (drop first) or "fail"."""
+        from connectors import get_sink
+
+        self.write_datasink(get_sink("sql")(table, connection_url, if_exists=if_exists))
+
     def write_datasink(self, sink: Any) -> list[str]:
         """Write every block with ``sink``: one task per block, on the worker holding it."""
+        from .consume import _execution
+        from .execution.executor import stream
+        from .optimizer import optimize
+        from .physical.lowering import lower
+
         sink.prepare()
-        writes: list[Any] = []
-        client = None
-        for ex, future in iter_futures(self._plan):
-            client = ex.client
-            writes.append(client.submit(sink.write, future, len(writes), pure=False,
-                                        key=f"Write{sink.name.capitalize()}-{uuid.uuid4().hex}"))
-        results = client.gather(writes) if client is not None else []
+        with _execution() as ex:
+            writes: list[Any] = []
+            for future in stream(ex, lower(optimize(self._plan)), fetch=False):
+                writes.append(ex.client.submit(sink.write, future, len(writes), pure=False,
+                                               key=f"Write{sink.name.capitalize()}-{uuid.uuid4().hex}"))
+            results = ex.client.gather(writes) if writes else []
         sink.on_complete(results)
-        return [r.path for r in results if r.path]
+        return [r.path for r in results if getattr(r, "path", None)]
 
     # -- plans and statistics -----------------------------------------------------
     def explain(self) -> str:

@@ -10,8 +10,8 @@ import pyarrow as pa
 from .dataset import Dataset
 from .logical import operators as lo
 
-__all__ = ["read_parquet", "read_datasource", "from_pandas", "from_arrow", "from_numpy", "from_items",
-           "from_dask", "range"]
+__all__ = ["read_parquet", "read_csv", "read_json", "read_sql", "read_datasource", "from_pandas",
+           "from_arrow", "from_numpy", "from_items", "from_dask", "range"]
 
 
 def read_datasource(source: Any, *, columns: Sequence[str] | None = None, filter: Any = None) -> Dataset:
@@ -34,6 +34,47 @@ def read_parquet(paths: str | Sequence[str], *, columns: Sequence[str] | None = 
 
     return read_datasource(get_source("parquet")(paths, storage_options=storage_options),
                            columns=columns, filter=filter)
+
+
+def read_csv(paths: str | Sequence[str], *, columns: Sequence[str] | None = None,
+             storage_options: dict[str, Any] | None = None, **arrow_args: Any) -> Dataset:
+    """CSV files (``.csv``, ``.csv.gz``): a path, a folder, a glob, a list, or fsspec URLs.
+
+    ``columns`` are the only ones parsed; ``arrow_args`` (``read_options``,
+    ``parse_options``, ``convert_options``) go to :func:`pyarrow.csv.read_csv`.
+
+    >>> ds = read_csv("data/trips/*.csv", columns=["trip_distance"])  # doctest: +SKIP
+    """
+    from connectors import get_source
+
+    return read_datasource(get_source("csv")(paths, storage_options=storage_options, **arrow_args),
+                           columns=columns)
+
+
+def read_json(paths: str | Sequence[str], *, storage_options: dict[str, Any] | None = None) -> Dataset:
+    """JSON lines files (``.json``, ``.jsonl``, gzipped too): one object per line.
+
+    >>> ds = read_json("s3://bucket/events/", storage_options={"anon": True})  # doctest: +SKIP
+    """
+    from connectors import get_source
+
+    return read_datasource(get_source("json")(paths, storage_options=storage_options))
+
+
+def read_sql(sql: str, connection_url: str, *, parallelism: int | None = None,
+             partition_column: str | None = None) -> Dataset:
+    """The rows of a query, read with SQLAlchemy (``postgresql://`` uses psycopg 3).
+
+    With ``partition_column`` (a numeric or date column), ``parallelism``
+    tasks each read one range of its values; without it, one task reads all.
+
+    >>> ds = read_sql("SELECT * FROM trips", "postgresql://u@db/x",
+    ...               parallelism=4, partition_column="trip_id")  # doctest: +SKIP
+    """
+    from connectors import get_source
+
+    return read_datasource(get_source("sql")(sql, connection_url, parallelism=parallelism,
+                                             partition_column=partition_column))
 
 
 def _tables(name: str, tables: list[pa.Table]) -> Dataset:

@@ -36,6 +36,8 @@ def _create(*tables: str) -> Callable[[Connection], None]:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "pipeline runs and stage runs", _create("pipeline_runs", "stage_runs")),
+    Migration(2, "experiments, trials, metrics per step, checkpoints",
+              _create("experiments", "trials", "metrics", "checkpoints")),
 )
 
 

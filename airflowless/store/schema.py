@@ -70,3 +70,61 @@ stage_runs = Table(
     Column("traceback", Text),
     UniqueConstraint("run_id", "node", name="uq_stage_runs_run_node"),
 )
+
+
+experiments = Table(
+    "experiments",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, index=True),
+    Column("kind", String(20), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("config", JSON, nullable=False),
+    Column("storage_path", Text),
+    Column("metric", String(200)),
+    Column("mode", String(10)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("error", Text),
+)
+
+trials = Table(
+    "trials",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("experiment_id", Integer, ForeignKey("experiments.id"), nullable=False, index=True),
+    Column("name", String(200), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("config", JSON, nullable=False),
+    Column("restarts", Integer, nullable=False, default=0),
+    Column("iterations", Integer, nullable=False, default=0),
+    Column("last_metrics", JSON),
+    Column("checkpoint_uri", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("error", Text),
+    UniqueConstraint("experiment_id", "name", name="uq_trials_experiment_name"),
+)
+
+metrics = Table(
+    "metrics",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("trial_id", Integer, ForeignKey("trials.id"), nullable=False, index=True),
+    Column("step", Integer, nullable=False),
+    Column("values", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("trial_id", "step", name="uq_metrics_trial_step"),
+)
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("trial_id", Integer, ForeignKey("trials.id"), nullable=False, index=True),
+    Column("step", Integer, nullable=False),
+    Column("uri", Text, nullable=False),
+    Column("metrics", JSON, nullable=False),
+    Column("deleted", Integer, nullable=False, default=0),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)

@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from ..errors import StoreError
 from . import schema
 from .engine import make_engine
+from .experiments import ExperimentRecords
 from .migrations import migrate
 from .records import RunRecord, RunStatus, StageRecord, StageStatus
 
@@ -52,7 +53,7 @@ def _to_utc(fields: dict[str, Any]) -> dict[str, Any]:
             for k, v in fields.items()}
 
 
-class Store:
+class Store(ExperimentRecords):
     """The record of runs. Build with :func:`open_store`."""
 
     def __init__(self, engine: Engine) -> None:

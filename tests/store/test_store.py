@@ -51,9 +51,9 @@ def _assert_utc(value: datetime | None, *, near: datetime) -> None:
 
 # -- schema and migrations ----------------------------------------------------------------
 
-def test_migrate_creates_schema_version_1(db: Store) -> None:
-    assert db.version == 1 == MIGRATIONS[-1].version
-    assert _version_rows(db) == [1]
+def test_migrate_creates_every_schema_version(db: Store) -> None:
+    assert db.version == MIGRATIONS[-1].version == 2
+    assert _version_rows(db) == [1, 2]
     with db.engine.connect() as conn:
         names = set(inspect(conn).get_table_names())
     assert {"airflowless_schema_version", "pipeline_runs", "stage_runs"} <= names
@@ -67,8 +67,8 @@ def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
     for _ in range(2):
         again = open_store(backend_url)
         try:
-            assert again.version == 1
-            assert _version_rows(again) == [1]  # no second row for the same migration
+            assert again.version == 2
+            assert _version_rows(again) == [1, 2]  # no second row for the same migration
             assert again.get_run(run_id).pipeline == "demo"  # and the data is still there
             assert again.count_runs() == 1
         finally:
@@ -332,7 +332,7 @@ def test_open_store_uses_airflowless_db_for_postgresql(
     store = open_store()
     try:
         assert store.engine.dialect.name == "postgresql"
-        assert store.version == 1
+        assert store.version == MIGRATIONS[-1].version
         run_id = store.create_run("demo", module="demo.py", params={})
         assert store.get_run(run_id).pipeline == "demo"
     finally:

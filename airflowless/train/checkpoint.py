@@ -1,0 +1,142 @@
+"""Checkpoints: a directory of files at a URI (a local folder or any fsspec URL).
+
+>>> import tempfile, pathlib
+>>> folder = tempfile.mkdtemp(); _ = pathlib.Path(folder, "model.json").write_text("{}")
+>>> ckpt = Checkpoint.from_directory(folder)
+>>> with ckpt.as_directory() as local:
+...     sorted(p.name for p in pathlib.Path(local).iterdir())
+['model.json']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+
+__all__ = ["Checkpoint", "CheckpointManager", "persist_directory"]
+
+
+class Checkpoint:
+    """A directory at ``path`` (local or URL). Cheap to pass around: only the path travels."""
+
+    def __init__(self, path: str, *, storage_options: dict[str, Any] | None = None) -> None:
+        self.path = str(path)
+        self.storage_options = storage_options or {}
+
+    @classmethod
+    def from_directory(cls, path: str | os.PathLike[str]) -> Checkpoint:
+        return cls(os.fspath(path))
+
+    @property
+    def filesystem(self) -> Any:
+        return fsspec.core.url_to_fs(self.path, **self.storage_options)[0]
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.path or self.path.startswith("file://")
+
+    def to_directory(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Copy the checkpoint into a local folder (a new temporary one by default); return it."""
+        target = os.fspath(path) if path is not None else tempfile.mkdtemp(prefix="checkpoint-")
+        fs, remote = fsspec.core.url_to_fs(self.path, **self.storage_options)
+        os.makedirs(target, exist_ok=True)
+        for item in fs.find(remote):
+            relative = os.path.relpath(item, remote)
+            destination = os.path.join(target, relative)
+            os.makedirs(os.path.dirname(destination), exist_ok=True)
+            fs.get(item, destination)
+        return target
+
+    @contextlib.contextmanager
+    def as_directory(self) -> Iterator[str]:
+        """A local folder with the checkpoint's files: the folder itself when it is local."""
+        if self.is_local:
+            yield self.path.removeprefix("file://")
+            return
+        local = self.to_directory()
+        try:
+            yield local
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"Checkpoint(path={self.path!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Checkpoint) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+
+def persist_directory(local: str, uri: str) -> Checkpoint:
+    """Copy a local folder to ``uri`` (atomically on local disks: copy, then rename)."""
+    fs, remote = fsspec.core.url_to_fs(uri)
+    if "://" not in uri or uri.startswith("file://"):
+        tmp = remote.rstrip("/") + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(local, tmp)
+        shutil.rmtree(remote, ignore_errors=True)
+        os.replace(tmp, remote)
+    else:
+        fs.put(local.rstrip("/") + "/", remote, recursive=True)
+    return Checkpoint(uri)
+
+
+@dataclass
+class _Kept:
+    checkpoint: Checkpoint
+    metrics: dict[str, Any]
+    index: int
+
+
+@dataclass
+class CheckpointManager:
+    """Keeps the best ``num_to_keep`` checkpoints by score (all when None) and always the latest."""
+
+    num_to_keep: int | None = None
+    score_attribute: str | None = None
+    score_order: str = "max"
+    kept: list[_Kept] = field(default_factory=list)
+
+    def register(self, checkpoint: Checkpoint, metrics: dict[str, Any]) -> list[Checkpoint]:
+        """Add one; return the checkpoints that are no longer kept (the caller deletes them)."""
+        index = self.kept[-1].index + 1 if self.kept else 0
+        self.kept.append(_Kept(checkpoint, dict(metrics), index))
+        if self.num_to_keep is None or len(self.kept) <= self.num_to_keep:
+            return []
+        latest = self.kept[-1]
+        ranked = sorted(self.kept, key=self._score, reverse=True)
+        keep = {id(k) for k in ranked[: self.num_to_keep]} | {id(latest)}
+        dropped = [k.checkpoint for k in self.kept if id(k) not in keep]
+        self.kept = [k for k in self.kept if id(k) in keep]
+        return dropped
+
+    def _score(self, kept: _Kept) -> float:
+        if self.score_attribute is None:
+            return float(kept.index)  # newest first
+        value = kept.metrics.get(self.score_attribute)
+        if value is None:
+            return float("-inf")
+        return float(value) if self.score_order == "max" else -float(value)
+
+    @property
+    def latest(self) -> Checkpoint | None:
+        return self.kept[-1].checkpoint if self.kept else None
+
+    @property
+    def best(self) -> list[tuple[Checkpoint, dict[str, Any]]]:
+        ranked = sorted(self.kept, key=self._score, reverse=True)
+        return [(k.checkpoint, k.metrics) for k in ranked]
+
+
+def delete_checkpoint(checkpoint: Checkpoint) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        checkpoint.filesystem.rm(fsspec.core.url_to_fs(checkpoint.path)[1], recursive=True)

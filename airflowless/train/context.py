@@ -1,0 +1,142 @@
+"""What a rank knows about itself, and the calls user training code makes.
+
+Inside ``train_loop_per_worker`` (and a Tune function trainable):
+
+>>> from airflowless import train
+>>> def loop(config):                                   # doctest: +SKIP
+...     ctx = train.get_context()
+...     shard = train.get_dataset_shard("train")
+...     for epoch in range(config["epochs"]):
+...         train.report({"epoch": epoch, "loss": 0.1}, checkpoint=None)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AirflowlessError
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+    from .shards import DataShard
+
+__all__ = ["TrainContext", "report", "get_checkpoint", "get_context", "get_dataset_shard", "StopRequested",
+           "Session", "session_scope"]
+
+
+class StopRequested(BaseException):
+    """Raised inside ``report`` when the driver asked the run to stop (a scheduler, a stopper)."""
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    world_rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    node_rank: int = 0
+    experiment_name: str = ""
+    trial_name: str = ""
+    trial_id: str = ""
+    trial_dir: str = ""
+    use_gpu: bool = False
+
+    def get_world_rank(self) -> int:
+        return self.world_rank
+
+    def get_world_size(self) -> int:
+        return self.world_size
+
+    def get_local_rank(self) -> int:
+        return self.local_rank
+
+    def get_trial_name(self) -> str:
+        return self.trial_name
+
+
+@dataclass
+class Session:
+    """The state of one rank while its loop runs; reports go to ``emit``."""
+
+    context: TrainContext
+    emit: Any  # callable(dict) -> None
+    storage_dir: str
+    checkpoint: Checkpoint | None = None
+    shards: dict[str, DataShard] = field(default_factory=dict)
+    should_stop: Any = None  # callable() -> bool
+    iteration: int = 0
+    start_iteration: int = 0
+
+    def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
+        from .checkpoint import persist_directory
+
+        if not isinstance(metrics, dict):
+            raise TypeError(f"report takes a dict of metrics, got {type(metrics).__name__}")
+        self.iteration += 1
+        step = self.start_iteration + self.iteration
+        uri = None
+        if checkpoint is not None and self.context.world_rank == 0:
+            uri = f"{self.storage_dir.rstrip('/')}/checkpoint_{step:06d}"
+            persist_directory(checkpoint.path, uri)
+        from ..jsonsafe import to_plain
+
+        self.emit({"rank": self.context.world_rank, "step": step, "metrics": to_plain(metrics),
+                   "checkpoint": uri, "time": time.time()})
+        if self.should_stop is not None and self.should_stop():
+            raise StopRequested()
+
+
+_local = threading.local()
+
+
+class session_scope:
+    """Install ``session`` for the current thread while the loop runs."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def __enter__(self) -> Session:
+        _local.session = self.session
+        return self.session
+
+    def __exit__(self, *exc: object) -> None:
+        _local.session = None
+
+
+class NoSessionError(AirflowlessError, RuntimeError):
+    """A train call made outside a training loop."""
+
+
+def _session() -> Session:
+    session = getattr(_local, "session", None)
+    if session is None:
+        raise NoSessionError(
+            "this call only works inside a training loop run by a Trainer (train_loop_per_worker) "
+            "or a Tune trainable")
+    return session  # type: ignore[no-any-return]
+
+
+def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
+    """Report this iteration's metrics (and a checkpoint directory to keep)."""
+    _session().report(metrics, checkpoint)
+
+
+def get_checkpoint() -> Checkpoint | None:
+    """The checkpoint to resume from (after a restart, or ``resume_from_checkpoint``), else None."""
+    return _session().checkpoint
+
+
+def get_context() -> TrainContext:
+    session = getattr(_local, "session", None)
+    return session.context if session is not None else TrainContext()
+
+
+def get_dataset_shard(name: str = "train") -> DataShard:
+    """This rank's part of the dataset ``name`` given to the Trainer."""
+    shards = _session().shards
+    if name not in shards:
+        raise KeyError(f"no dataset {name!r} was given to the Trainer; it has {sorted(shards)}")
+    return shards[name]

@@ -1,0 +1,93 @@
+"""What the gradient-boosting trainers share: the seed API, features from shards, checkpoints.
+
+``XGBoostTrainer`` and ``LightGBMTrainer`` take ``label_column``, ``params``,
+``num_boost_round`` and ``datasets`` (``"train"`` plus any others, evaluated
+every round and reported as ``<dataset>-<metric>``). Each rank trains on its
+shard through the framework's own distributed mode; rank 0 writes the model
+and the fitted preprocessor into the checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from typing import Any
+
+from ..errors import ConfigError
+from .checkpoint import Checkpoint
+from .trainer import BaseTrainer
+
+__all__ = ["GBDTTrainer", "features_and_label", "PREPROCESSOR_FILE", "load_preprocessor"]
+
+PREPROCESSOR_FILE = "preprocessor.pkl"
+
+
+def features_and_label(shard: Any, label_column: str) -> tuple[Any, Any]:
+    """(X as a pandas DataFrame of the feature columns, y) of a rank's shard."""
+    table = shard.to_arrow()
+    if label_column not in table.column_names:
+        raise ConfigError(f"label_column {label_column!r} is not in dataset {shard.name!r}; "
+                          f"its columns are {table.column_names}")
+    frame = table.to_pandas()
+    label = frame.pop(label_column)
+    return frame.select_dtypes(exclude=["datetime", "datetimetz", "object"]), label
+
+
+def save_preprocessor(folder: str, preprocessor: Any) -> None:
+    if preprocessor is not None:
+        with open(os.path.join(folder, PREPROCESSOR_FILE), "wb") as f:
+            pickle.dump(preprocessor, f)
+
+
+def load_preprocessor(checkpoint: Checkpoint) -> Any:
+    """The preprocessor a trainer saved in ``checkpoint``, or None."""
+    with checkpoint.as_directory() as folder:
+        path = os.path.join(folder, PREPROCESSOR_FILE)
+        if not os.path.exists(path):
+            return None
+        with open(path, "rb") as f:
+            return pickle.load(f)
+
+
+def checkpoint_dir() -> str:
+    return tempfile.mkdtemp(prefix="airflowless-ckpt-")
+
+
+class GBDTTrainer(BaseTrainer):
+    """The shared constructor and validation of the boosting trainers."""
+
+    _default_rounds = 10
+
+    def __init__(self, *, label_column: str, params: dict[str, Any] | None = None,
+                 num_boost_round: int | None = None, checkpoint_frequency: int = 0,
+                 timeout_s: float = 60.0, **kwargs: Any) -> None:
+        self.label_column = label_column
+        self.params = dict(params or {})
+        self.num_boost_round = self._default_rounds if num_boost_round is None else num_boost_round
+        self.checkpoint_frequency = checkpoint_frequency
+        self.timeout_s = timeout_s
+        super().__init__(**kwargs)
+
+    def _validate(self) -> None:
+        super()._validate()
+        if "train" not in self.datasets:
+            raise ConfigError(f"{type(self).__name__} needs datasets={{'train': ..., ...}}; "
+                              f"got {sorted(self.datasets) or 'no datasets'}")
+        if not isinstance(self.label_column, str) or not self.label_column:
+            raise ConfigError(f"label_column must be a column name, got {self.label_column!r}")
+        if not isinstance(self.num_boost_round, int) or self.num_boost_round < 1:
+            raise ConfigError(f"num_boost_round must be an integer >= 1, got {self.num_boost_round!r}")
+        if not isinstance(self.checkpoint_frequency, int) or self.checkpoint_frequency < 0:
+            raise ConfigError(f"checkpoint_frequency must be an integer >= 0 (0: only at the end), "
+                              f"got {self.checkpoint_frequency!r}")
+
+    def _loop_config(self) -> dict[str, Any]:
+        return {"label_column": self.label_column, "params": dict(self.params),
+                "num_boost_round": self.num_boost_round, "checkpoint_frequency": self.checkpoint_frequency,
+                "datasets": list(self.datasets), "preprocessor": self.preprocessor,
+                "nthread": max(1, int(self.scaling_config.rank_resources.get("CPU", 1)))}
+
+    def _config_for_record(self) -> dict[str, Any]:
+        return {**super()._config_for_record(), "label_column": self.label_column, "params": self.params,
+                "num_boost_round": self.num_boost_round}

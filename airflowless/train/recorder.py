@@ -1,0 +1,74 @@
+"""Recording a training run: to the store as a one-trial experiment, or into a Tune trial.
+
+The trainer's driver calls a recorder as the run goes; Tune passes its own
+recorder so that a Trainer inside a trial writes into that trial and can be
+told to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+__all__ = ["Recorder", "StoreRecorder"]
+
+
+class Recorder:
+    """Hooks with no effect; subclasses record or decide."""
+
+    def start(self, name: str, config: dict[str, Any], storage_dir: str) -> None: ...
+
+    def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None: ...
+
+    def on_checkpoint_deleted(self, uri: str) -> None: ...
+
+    def on_restart(self, restarts: int, error: str) -> None: ...
+
+    def should_stop(self) -> bool:
+        return False
+
+    def end(self, status: str, error: str | None, metrics: dict[str, Any] | None, checkpoint_uri: str | None) -> None: ...
+
+
+class StoreRecorder(Recorder):
+    """A fit recorded as an experiment (kind ``train``) with one trial. Store errors never fail training."""
+
+    def __init__(self) -> None:
+        self.store: Any = None
+        self.experiment_id: int | None = None
+        self.trial_id: int | None = None
+
+    def start(self, name: str, config: dict[str, Any], storage_dir: str) -> None:
+        from ..store import open_store
+
+        with contextlib.suppress(Exception):
+            self.store = open_store()
+            self.experiment_id = self.store.create_experiment(name, kind="train", config=config,
+                                                              storage_path=storage_dir)
+            self.trial_id = self.store.add_trial(self.experiment_id, name, config=config, status="running")
+
+    def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None:
+        if self.store is None or self.trial_id is None:
+            return
+        self.store.add_metrics(self.trial_id, step, metrics)
+        fields: dict[str, Any] = {"iterations": step, "last_metrics": metrics}
+        if checkpoint_uri:
+            self.store.add_checkpoint(self.trial_id, step, checkpoint_uri, metrics)
+            fields["checkpoint_uri"] = checkpoint_uri
+        self.store.update_trial(self.trial_id, **fields)
+
+    def on_checkpoint_deleted(self, uri: str) -> None:
+        if self.store is not None:
+            self.store.mark_checkpoint_deleted(uri)
+
+    def on_restart(self, restarts: int, error: str) -> None:
+        if self.store is not None and self.trial_id is not None:
+            self.store.update_trial(self.trial_id, restarts=restarts, error=error)
+
+    def end(self, status: str, error: str | None, metrics: dict[str, Any] | None, checkpoint_uri: str | None) -> None:
+        if self.store is None or self.trial_id is None or self.experiment_id is None:
+            return
+        from datetime import datetime, timezone
+
+        self.store.update_trial(self.trial_id, status=status, error=error, finished_at=datetime.now(timezone.utc))
+        self.store.finish_experiment(self.experiment_id, status, error=error)

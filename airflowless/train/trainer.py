@@ -1,0 +1,241 @@
+"""Trainers: a training function run by N ranks on the cluster, with data, checkpoints and restarts.
+
+>>> from airflowless.train import DataParallelTrainer, ScalingConfig
+>>> def loop(config):                                             # doctest: +SKIP
+...     from airflowless import train
+...     for step in range(config["steps"]):
+...         train.report({"step": step})
+>>> DataParallelTrainer(loop, train_loop_config={"steps": 3},    # doctest: +SKIP
+...                     scaling_config=ScalingConfig(num_workers=2)).fit().metrics
+{'step': 2}
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import sys
+import uuid
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from ..errors import ConfigError
+from .backends.base import Backend
+from .checkpoint import Checkpoint, CheckpointManager, delete_checkpoint
+from .config import RunConfig, ScalingConfig
+from .recorder import Recorder, StoreRecorder
+from .result import Result
+from .worker_group import RankFailedError, RankSpec, WorkerGroup
+
+__all__ = ["BaseTrainer", "DataParallelTrainer", "TrainingFailedError"]
+
+
+class TrainingFailedError(RankFailedError):
+    """Training failed more often than ``FailureConfig.max_failures`` allows."""
+
+
+class BaseTrainer:
+    """What every trainer shares: configs, datasets, preprocessor, fit()."""
+
+    _backend: Backend = Backend()
+
+    def __init__(self, *, scaling_config: ScalingConfig | None = None, run_config: RunConfig | None = None,
+                 datasets: dict[str, Any] | None = None, preprocessor: Any = None,
+                 resume_from_checkpoint: Checkpoint | None = None, metadata: dict[str, Any] | None = None) -> None:
+        self.scaling_config = scaling_config or ScalingConfig()
+        self.run_config = run_config or RunConfig()
+        self.datasets = dict(datasets or {})
+        self.preprocessor = preprocessor
+        self.resume_from_checkpoint = resume_from_checkpoint
+        self.metadata = metadata or {}
+        self._validate()
+
+    def _validate(self) -> None:
+        from ..data import Dataset
+
+        if not isinstance(self.scaling_config, ScalingConfig):
+            raise ConfigError(f"scaling_config must be a ScalingConfig, got {type(self.scaling_config).__name__}")
+        if not isinstance(self.run_config, RunConfig):
+            raise ConfigError(f"run_config must be a RunConfig, got {type(self.run_config).__name__}")
+        for name, ds in self.datasets.items():
+            if not isinstance(ds, Dataset):
+                raise ConfigError(f"datasets[{name!r}] must be an airflowless Dataset, got {type(ds).__name__}; "
+                                  "wrap a DataFrame with airflowless.data.from_pandas(df)")
+        if self.resume_from_checkpoint is not None and not isinstance(self.resume_from_checkpoint, Checkpoint):
+            raise ConfigError(f"resume_from_checkpoint must be a Checkpoint, got {self.resume_from_checkpoint!r}")
+
+    # -- hooks for subclasses ----------------------------------------------------
+    def _loop(self) -> Callable[..., Any]:
+        raise NotImplementedError
+
+    def _loop_config(self) -> dict[str, Any] | None:
+        return None
+
+    def _config_for_record(self) -> dict[str, Any]:
+        return {"trainer": type(self).__name__, "num_workers": self.scaling_config.num_workers}
+
+    def with_overrides(self, overrides: dict[str, Any]) -> BaseTrainer:
+        """A copy with ``overrides`` merged into its arguments (Tune's param_space), nested dicts merged."""
+        clone = copy.copy(self)
+        for key, value in overrides.items():
+            current = getattr(clone, key, None)
+            if isinstance(value, dict) and isinstance(current, dict):
+                setattr(clone, key, {**current, **value})
+            elif hasattr(clone, key):
+                setattr(clone, key, value)
+            else:
+                raise ConfigError(f"{type(self).__name__} has no argument {key!r} to tune; "
+                                  f"tune one of {sorted(k for k in vars(self) if not k.startswith('_'))}")
+        clone._validate()
+        return clone
+
+    # -- running -------------------------------------------------------------------
+    def fit(self) -> Result:
+        """Train on the cluster; the Result carries ``error`` instead of raising when training fails."""
+        return self._fit(StoreRecorder())
+
+    def _fit(self, recorder: Recorder, *, storage_dir: str | None = None, name: str | None = None) -> Result:
+        from ..runtime import cluster_client
+        from ..settings import get_settings
+
+        name = name or self.run_config.name or (
+            f"{type(self).__name__}_{dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{uuid.uuid4().hex[:4]}")
+        storage_dir = storage_dir or f"{(self.run_config.storage_path or get_settings().storage).rstrip('/')}/{name}"
+        with cluster_client() as client:
+            group_args = dict(client=client, name=type(self).__name__, num_workers=self.scaling_config.num_workers,
+                              resources=self.scaling_config.rank_resources, backend=self._backend)
+            WorkerGroup(**group_args).check_capacity()  # type: ignore[arg-type]
+            recorder.start(name, self._config_for_record(), storage_dir)
+            try:
+                datasets = self._prepare_datasets()
+            except Exception as exc:
+                recorder.end("errored", f"{type(exc).__name__}: {exc}", None, None)
+                raise
+            return self._run_attempts(client, group_args, datasets, recorder, storage_dir, name)
+
+    def _prepare_datasets(self) -> dict[str, Any]:
+        """Fit the preprocessor on ``train``, transform every dataset, and materialize them on the cluster."""
+        datasets = dict(self.datasets)
+        if self.preprocessor is not None and "train" in datasets:
+            if getattr(self.preprocessor, "_is_fittable", True):
+                self.preprocessor = self.preprocessor.fit(datasets["train"])
+            datasets = {n: self.preprocessor.transform(ds) for n, ds in datasets.items()}
+        return {n: ds.materialize()._plan for n, ds in datasets.items()}
+
+    def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str]) -> list[dict[str, Any]]:
+        from .sharding import assign_shards
+
+        return assign_shards(client, datasets, workers, equal=self._backend.equal_shards)
+
+    def _spec_maker(self, group: WorkerGroup, assigned: list[dict[str, Any]], restore: Checkpoint | None,
+                    start_step: int, storage_dir: str, name: str) -> Callable[[int, str], RankSpec]:
+        def make_spec(rank: int, worker: str) -> RankSpec:
+            return RankSpec(group.group, rank, group.num_workers, self._loop(), self._loop_config(),
+                            self._backend, assigned[rank], restore, storage_dir,
+                            self.scaling_config.use_gpu, name, name, start_step)
+
+        return make_spec
+
+    def _run_attempts(self, client: Any, group_args: dict[str, Any], datasets: dict[str, Any], recorder: Recorder,
+                      storage_dir: str, name: str) -> Result:
+        ckpt_config = self.run_config.checkpoint_config
+        manager = CheckpointManager(ckpt_config.num_to_keep, ckpt_config.checkpoint_score_attribute,
+                                    ckpt_config.checkpoint_score_order)
+        history: list[dict[str, Any]] = []
+        state: dict[str, Any] = {"step": 0, "metrics": None}
+        failures, error = 0, None
+        max_failures = self.run_config.failure_config.max_failures
+        checkpoint = self.resume_from_checkpoint
+
+        def on_report(message: dict[str, Any], *, group: WorkerGroup) -> None:
+            metrics = dict(message["metrics"])
+            step = message["step"]
+            uri = message.get("checkpoint")
+            state["step"], state["metrics"] = step, metrics
+            history.append({**metrics, "training_iteration": step})
+            recorder.on_report(step, metrics, uri)
+            if uri:
+                for dropped in manager.register(Checkpoint(uri), metrics):
+                    delete_checkpoint(dropped)
+                    recorder.on_checkpoint_deleted(dropped.path)
+            for callback in self.run_config.callbacks:
+                hook = getattr(callback, "on_report", None)
+                if hook is not None:
+                    hook(metrics, Checkpoint(uri) if uri else None)
+            if self.run_config.verbose and sys.stderr.isatty():
+                shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
+                print(f"[{name}] step {step}: {shown}", file=sys.stderr)
+            if recorder.should_stop():
+                group.request_stop()
+
+        while True:
+            group = WorkerGroup(**group_args)
+            try:
+                workers = group._place(_holders(client, datasets))
+                assigned = self._shards(client, datasets, workers)
+                group.start(self._spec_maker(group, assigned, manager.latest or checkpoint, state["step"],
+                                             storage_dir, name), prefer=workers)
+                group.watch(partial(on_report, group=group))
+                group.shutdown()
+                break
+            except RankFailedError as exc:
+                group.shutdown()
+                failures += 1
+                recorder.on_restart(failures, str(exc).splitlines()[0])
+                if max_failures != -1 and failures > max_failures:
+                    error = TrainingFailedError(
+                        f"training failed ({failures} failure(s), FailureConfig.max_failures={max_failures}): {exc}")
+                    break
+        latest = manager.latest
+        status = "terminated" if error is None else "errored"
+        recorder.end(status, None if error is None else str(error).splitlines()[0], state["metrics"],
+                     latest.path if latest else None)
+        result = Result(metrics=state["metrics"], checkpoint=latest, error=error, path=storage_dir,
+                        best_checkpoints=manager.best, metrics_history=history)
+        for callback in self.run_config.callbacks:
+            hook = getattr(callback, "on_end", None)
+            if hook is not None:
+                hook(result)
+        return result
+
+
+def _holders(client: Any, datasets: dict[str, Any]) -> list[str]:
+    """Workers holding the most training rows first (ranks go where their data is)."""
+    plan = datasets.get("train")
+    if plan is None:
+        return []
+    who = client.who_has(list(plan.blocks))
+    rows: dict[str, int] = {}
+    for block, count in zip(plan.blocks, plan.rows, strict=True):
+        for worker in who.get(block.key, ()):
+            rows[worker] = rows.get(worker, 0) + count
+    return sorted(rows, key=lambda w: -rows[w])
+
+
+class DataParallelTrainer(BaseTrainer):
+    """``train_loop_per_worker(config)`` on ``num_workers`` ranks, connected by ``backend``."""
+
+    def __init__(self, train_loop_per_worker: Callable[..., Any], *, train_loop_config: dict[str, Any] | None = None,
+                 backend: Backend | None = None, **kwargs: Any) -> None:
+        if not callable(train_loop_per_worker):
+            raise ConfigError(f"train_loop_per_worker must be a function, got {train_loop_per_worker!r}")
+        self.train_loop_per_worker = train_loop_per_worker
+        self.train_loop_config = train_loop_config
+        if backend is not None:
+            self._backend = backend
+        super().__init__(**kwargs)
+
+    def _loop(self) -> Callable[..., Any]:
+        return self.train_loop_per_worker
+
+    def _loop_config(self) -> dict[str, Any] | None:
+        if self.train_loop_config is None:
+            import inspect
+
+            takes = len(inspect.signature(self.train_loop_per_worker).parameters)
+            return None if takes == 0 else {}
+        return dict(self.train_loop_config)
+
+    def _config_for_record(self) -> dict[str, Any]:
+        return {**super()._config_for_record(), "train_loop_config": self.train_loop_config or {}}

@@ -1,0 +1,245 @@
+"""A group of ranks on Dask workers: placed together, connected by a backend, watched by the driver.
+
+Each rank is a Dask task pinned to its worker, declaring the rank's resources.
+It secedes from the worker's thread pool as soon as it starts: the worker's
+thread slot is free again for the data tasks that feed the ranks, while the
+declared resources stay held, so other groups (other Tune trials) queue for
+them. Ranks are threads of the worker process — their data is already there
+and nothing is pickled twice — and one rank of one group runs per worker
+process at a time, which is what the frameworks' process-wide collectives
+(torch's default process group, LightGBM's network) allow.
+
+Ranks report through Dask events (topic ``airflowless-train-<group>``); the
+driver records them, asks ranks to stop through a ``distributed.Event``, and
+notices a lost worker by its absence from the scheduler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AirflowlessError
+from .backends.base import Backend
+from .checkpoint import Checkpoint
+from .context import Session, StopRequested, TrainContext, session_scope
+from .placement import check_capacity, choose_workers
+from .rendezvous import Rendezvous
+from .shards import DataShard
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+__all__ = ["RankSpec", "WorkerGroup", "RankFailedError", "run_rank"]
+
+_PLACEMENT_LOCK = "airflowless-train-placement"
+
+
+class RankFailedError(AirflowlessError, RuntimeError):
+    """A rank raised, or its worker was lost."""
+
+
+@dataclass
+class RankSpec:
+    group: str
+    rank: int
+    world_size: int
+    loop: Callable[..., Any]
+    config: dict[str, Any] | None
+    backend: Backend
+    shards: dict[str, tuple[list[Any], int]]
+    checkpoint: Checkpoint | None
+    storage_dir: str
+    use_gpu: bool = False
+    experiment_name: str = ""
+    trial_name: str = ""
+    start_iteration: int = 0
+
+
+def _emit(topic: str, message: dict[str, Any]) -> None:
+    from distributed import get_worker
+
+    get_worker().log_event(topic, message)
+
+
+def run_rank(spec: RankSpec) -> Any:
+    """The body of a rank's task, on its worker."""
+    from distributed import Event, get_worker, secede
+
+    secede()  # free the thread slot (data tasks need it); the declared resources stay held
+    topic = f"airflowless-train-{spec.group}"
+    worker = get_worker()
+    _emit(topic, {"event": "started", "rank": spec.rank, "worker": worker.address})
+    stop = Event(f"{spec.group}-stop")
+    context = TrainContext(world_rank=spec.rank, world_size=spec.world_size, local_rank=0, local_world_size=1,
+                           node_rank=spec.rank, experiment_name=spec.experiment_name,
+                           trial_name=spec.trial_name, trial_id=spec.trial_name, trial_dir=spec.storage_dir,
+                           use_gpu=spec.use_gpu)
+    shards = {name: DataShard(name, blocks, rows) for name, (blocks, rows) in spec.shards.items()}
+    session = Session(context, lambda m: _emit(topic, {"event": "report", **m}), spec.storage_dir,
+                      spec.checkpoint, shards, stop.is_set, start_iteration=spec.start_iteration)
+    try:
+        with spec.backend.rank_context(spec, Rendezvous(spec.group, spec.backend.timeout_s)) as info:
+            session.backend_info = info  # type: ignore[attr-defined]
+            with session_scope(session):
+                result = spec.loop() if spec.config is None else spec.loop(spec.config)
+    except StopRequested:
+        result = None
+    except BaseException:
+        _emit(topic, {"event": "failed", "rank": spec.rank, "traceback": traceback.format_exc()})
+        raise
+    _emit(topic, {"event": "finished", "rank": spec.rank})
+    return result
+
+
+@dataclass
+class GroupOutcome:
+    results: list[Any]
+    stopped: bool = False
+
+
+@dataclass
+class WorkerGroup:
+    """Places, starts and watches the ranks of one training attempt."""
+
+    client: Client
+    name: str
+    num_workers: int
+    resources: dict[str, float]
+    backend: Backend
+    placement_timeout_s: float | None = None
+    group: str = field(default_factory=lambda: f"g{uuid.uuid4().hex[:12]}")
+
+    def __post_init__(self) -> None:
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.futures: list[Future] = []
+        self.workers: list[str] = []
+        self._topic = f"airflowless-train-{self.group}"
+
+    # -- placement -----------------------------------------------------------------
+    def _offers(self) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+        def read(dask_scheduler: Any) -> Any:
+            return {addr: (dict(ws.resources), dict(ws.used_resources))
+                    for addr, ws in dask_scheduler.workers.items()}
+
+        found = self.client.run_on_scheduler(read)
+        totals = {addr: total for addr, (total, _) in found.items()}
+        free = {addr: {k: v - used.get(k, 0.0) for k, v in total.items()} for addr, (total, used) in found.items()}
+        return totals, free
+
+    def check_capacity(self) -> None:
+        totals, _ = self._offers()
+        check_capacity(totals, self.resources, self.num_workers, what=self.name)
+
+    def _place(self, prefer: list[str]) -> list[str]:
+        waited = time.monotonic()
+        while True:
+            totals, free = self._offers()
+            check_capacity(totals, self.resources, self.num_workers, what=self.name)
+            chosen = choose_workers(free, self.resources, self.num_workers, prefer)
+            if chosen is not None:
+                return chosen
+            if self.placement_timeout_s is not None and time.monotonic() - waited > self.placement_timeout_s:
+                raise RankFailedError(f"{self.name}: no room for {self.num_workers} rank(s) with {self.resources} "
+                                      f"within {self.placement_timeout_s:g} s")
+            time.sleep(0.25)
+
+    # -- running -------------------------------------------------------------------
+    def start(self, make_spec: Callable[[int, str], RankSpec], prefer: list[str] | None = None) -> None:
+        """Place all ranks at once and start them; returns when every rank has started."""
+        from distributed import Event, Lock
+
+        self.client.subscribe_topic(self._topic, lambda event: self.events.put(event[1]))
+        Event(f"{self.group}-stop", client=self.client).clear()
+        with Lock(_PLACEMENT_LOCK):
+            self.workers = self._place(prefer or [])
+            for rank, worker in enumerate(self.workers):
+                spec = make_spec(rank, worker)
+                self.futures.append(self.client.submit(
+                    run_rank, spec, key=f"{self.name}-rank{rank}-{self.group}", workers=[worker],
+                    allow_other_workers=False, resources=self.resources, pure=False, retries=0))
+            self._wait_started()
+
+    def _wait_started(self) -> None:
+        started: set[int] = set()
+        pending: list[dict[str, Any]] = []
+        while len(started) < self.num_workers:
+            try:
+                message = self.events.get(timeout=0.5)
+            except queue.Empty:
+                self._check_alive()
+                continue
+            pending.append(message)
+            if message.get("event") == "started":
+                started.add(message["rank"])
+        for message in pending:
+            self.events.put(message)
+
+    def _check_alive(self) -> None:
+        alive = set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        for rank, (worker, future) in enumerate(zip(self.workers, self.futures, strict=False)):
+            if future.status == "error":
+                raise RankFailedError(_rank_error(rank, future))
+            if worker not in alive and not future.done():
+                raise RankFailedError(f"rank {rank} was lost with its worker {worker}")
+
+    def watch(self, on_report: Callable[[dict[str, Any]], None]) -> GroupOutcome:
+        """Pass rank 0's reports to ``on_report`` until every rank is done; raise if a rank fails."""
+        seen: set[tuple[int, int]] = set()
+
+        def handle(message: dict[str, Any]) -> None:
+            if message.get("event") == "report" and message["rank"] == 0:
+                key = (message["rank"], message["step"])
+                if key not in seen:
+                    seen.add(key)
+                    on_report(message)
+
+        while not all(f.done() for f in self.futures):
+            try:
+                handle(self.events.get(timeout=0.25))
+            except queue.Empty:
+                self._check_alive()
+        # reports still on their way: the scheduler keeps the topic's history
+        time.sleep(0.05)
+        for _, message in self.client.get_events(self._topic):
+            handle(message)
+        while not self.events.empty():
+            handle(self.events.get_nowait())
+        for rank, future in enumerate(self.futures):
+            if future.status == "error":
+                raise RankFailedError(_rank_error(rank, future))
+        return GroupOutcome([f.result() for f in self.futures])
+
+    def request_stop(self) -> None:
+        from distributed import Event
+
+        Event(f"{self.group}-stop", client=self.client).set()
+
+    def shutdown(self) -> None:
+        """Cancel what still runs and forget the group's scheduler state."""
+        from distributed import Event, Variable
+
+        self.request_stop()
+        self.client.cancel([f for f in self.futures if not f.done()])
+        with contextlib.suppress(Exception):
+            self.client.unsubscribe_topic(self._topic)
+        for name in ("master", "tracker", *[f"rank-{r}" for r in range(self.num_workers)]):
+            with contextlib.suppress(Exception):
+                Variable(f"{self.group}-{name}", client=self.client).delete()
+        with contextlib.suppress(Exception):
+            Event(f"{self.group}-stop", client=self.client).clear()
+
+
+def _rank_error(rank: int, future: Future) -> str:
+    try:
+        exc = future.exception()
+    except BaseException as err:  # cancelled
+        return f"rank {rank}: {type(err).__name__}"
+    tb = "".join(traceback.format_exception(type(exc), exc, future.traceback())) if exc else ""
+    return f"rank {rank} failed: {type(exc).__name__}: {exc}\n{tb}"

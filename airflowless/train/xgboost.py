@@ -1,0 +1,85 @@
+"""XGBoostTrainer: distributed XGBoost through its own collective (tracker + communicator).
+
+>>> trainer = XGBoostTrainer(                                   # doctest: +SKIP
+...     label_column="is_big_tip", num_boost_round=50,
+...     params={"objective": "binary:logistic", "eval_metric": ["logloss", "error"]},
+...     scaling_config=ScalingConfig(num_workers=2),
+...     datasets={"train": train_ds, "valid": valid_ds}, preprocessor=MinMaxScaler(columns=[...]))
+>>> result = trainer.fit()
+>>> result.metrics["valid-logloss"]
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .backends.xgboost import XGBoostBackend
+from .checkpoint import Checkpoint
+from .context import get_checkpoint, get_context, get_dataset_shard, report
+from .gbdt import GBDTTrainer, checkpoint_dir, features_and_label, save_preprocessor
+
+__all__ = ["XGBoostTrainer", "MODEL_FILE"]
+
+MODEL_FILE = "model.ubj"
+
+
+def _xgboost_loop(config: dict[str, Any]) -> None:
+    import xgboost as xgb
+
+    params = {"tree_method": "hist", **config["params"], "nthread": config["nthread"]}
+    x, y = features_and_label(get_dataset_shard("train"), config["label_column"])
+    dtrain = xgb.QuantileDMatrix(x, label=y) if params["tree_method"] in ("hist", "approx") else xgb.DMatrix(x, y)
+    evals = [(dtrain, "train")]
+    for name in config["datasets"]:
+        if name != "train":
+            xe, ye = features_and_label(get_dataset_shard(name), config["label_column"])
+            evals.append((xgb.DMatrix(xe, label=ye), name))
+    booster = None
+    restored = get_checkpoint()
+    if restored is not None:
+        booster = XGBoostTrainer.get_model(restored)
+    done = booster.num_boosted_rounds() if booster is not None else 0
+    total = config["num_boost_round"]
+    frequency = config["checkpoint_frequency"]
+    rank = get_context().world_rank
+
+    class Report(xgb.callback.TrainingCallback):
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            round_ = done + epoch + 1
+            metrics = {f"{data}-{metric}": values[-1] for data, log in evals_log.items()
+                       for metric, values in log.items()}
+            metrics["boosting_round"] = round_
+            checkpoint = None
+            if rank == 0 and (round_ == total or (frequency and round_ % frequency == 0)):
+                folder = checkpoint_dir()
+                model.save_model(os.path.join(folder, MODEL_FILE))
+                save_preprocessor(folder, config["preprocessor"])
+                checkpoint = Checkpoint.from_directory(folder)
+            report(metrics, checkpoint=checkpoint)
+            return False
+
+    if total - done > 0:
+        xgb.train(params, dtrain, num_boost_round=total - done, evals=evals, xgb_model=booster,
+                  callbacks=[Report()], verbose_eval=False)
+
+
+class XGBoostTrainer(GBDTTrainer):
+    """XGBoost on ``num_workers`` ranks (the seed notebook's API)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._backend = XGBoostBackend(timeout_s=self.timeout_s)
+
+    def _loop(self) -> Any:
+        return _xgboost_loop
+
+    @staticmethod
+    def get_model(checkpoint: Checkpoint) -> Any:
+        """The ``xgboost.Booster`` saved in ``checkpoint``."""
+        import xgboost as xgb
+
+        booster = xgb.Booster()
+        with checkpoint.as_directory() as folder:
+            booster.load_model(os.path.join(folder, MODEL_FILE))
+        return booster
