@@ -172,7 +172,7 @@ class BaseTrainer:
         while True:
             group = WorkerGroup(**group_args)
             try:
-                workers = group._place(_holders(client, datasets))
+                workers = group._place(_holders(client, datasets), wait_for_capacity=60.0 if failures else 0.0)
                 assigned = self._shards(client, datasets, workers)
                 group.start(self._spec_maker(group, assigned, manager.latest or checkpoint, state["step"],
                                              storage_dir, name), prefer=workers)

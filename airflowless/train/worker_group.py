@@ -29,7 +29,7 @@ from ..errors import AirflowlessError
 from .backends.base import Backend
 from .checkpoint import Checkpoint
 from .context import Session, StopRequested, TrainContext, session_scope
-from .placement import check_capacity, choose_workers
+from .placement import CapacityError, check_capacity, choose_workers
 from .rendezvous import Rendezvous
 from .shards import DataShard
 
@@ -137,11 +137,19 @@ class WorkerGroup:
         totals, _ = self._offers()
         check_capacity(totals, self.resources, self.num_workers, what=self.name)
 
-    def _place(self, prefer: list[str]) -> list[str]:
+    def _place(self, prefer: list[str], *, wait_for_capacity: float = 0.0) -> list[str]:
+        """Workers for every rank, waiting while they are busy; ``wait_for_capacity`` seconds are
+        also allowed for lost workers to come back (after a failure) before the cluster counts as too small."""
         waited = time.monotonic()
         while True:
             totals, free = self._offers()
-            check_capacity(totals, self.resources, self.num_workers, what=self.name)
+            try:
+                check_capacity(totals, self.resources, self.num_workers, what=self.name)
+            except CapacityError:
+                if time.monotonic() - waited > wait_for_capacity:
+                    raise
+                time.sleep(0.5)
+                continue
             chosen = choose_workers(free, self.resources, self.num_workers, prefer)
             if chosen is not None:
                 return chosen
