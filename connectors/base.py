@@ -57,6 +57,10 @@ class Datasource:
         """The schema, if it is known without reading data."""
         return None
 
+    def task_reader(self) -> Datasource:
+        """The object read tasks carry to call :meth:`read` (override to leave big planning state behind)."""
+        return self
+
     def describe(self) -> str:
         return self.name
 

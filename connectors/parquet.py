@@ -6,6 +6,7 @@ reader uses row-group statistics to skip row groups that cannot match.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,12 +39,12 @@ class ParquetSource(Datasource):
                                            storage_options=self.storage_options)
         self._schema: pa.Schema | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        # Read tasks carry their own file; the list would travel with every task.
-        state = dict(self.__dict__)
-        state["files"] = []
-        state["paths"] = None
-        return state
+    def task_reader(self) -> ParquetSource:
+        """What read tasks carry: this source without its file list (each task names its file)."""
+        light = copy.copy(self)
+        light.files = []
+        light.paths = ()
+        return light
 
     def schema(self) -> pa.Schema:
         if self._schema is None:

@@ -60,9 +60,10 @@ class ReadOp(PhysicalOp):
     name: str = "Read"
 
     def stream(self, ex: Execution) -> Generator[Future, None, None]:
+        reader = self.source.task_reader()
         for task in self.read_tasks:
             ex.throttle(self, self.concurrency)
-            yield ex.submit(self, tasks.read_block, self.source, task, self.columns, self.filter,
+            yield ex.submit(self, tasks.read_block, reader, task, self.columns, self.filter,
                             self.limit, self.transforms)
 
     def planned_blocks(self) -> int | None:

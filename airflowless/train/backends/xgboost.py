@@ -30,10 +30,16 @@ class XGBoostBackend(Backend):
         args = dict(rendezvous.receive("tracker"))
         args["dmlc_task_id"] = f"[airflowless]:rank-{spec.rank}"
         args.setdefault("dmlc_timeout", int(self.timeout_s))
+        ok = False
         try:
             with collective.CommunicatorContext(**args):
                 yield args
+            ok = True
         finally:
             if tracker is not None:
+                # the other ranks say goodbye to the tracker when they finish: wait for them
+                with contextlib.suppress(Exception):
+                    if ok:
+                        tracker.wait_for(int(self.timeout_s))
                 with contextlib.suppress(Exception):
                     tracker.free()
