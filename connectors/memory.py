@@ -24,6 +24,9 @@ class TablesSource(Datasource):
     def schema(self) -> pa.Schema | None:
         return self.tables[0].schema if self.tables else None
 
+    def task_reader(self) -> TablesSource:
+        return TablesSource([], self.name)  # each task carries its own table
+
     def plan(self, *, columns: Sequence[str] | None = None, filter: Any = None,
              parallelism: int | None = None) -> list[ReadTask]:
         return [ReadTask(f"{self.name}[{i}]", t, rows=t.num_rows, size_bytes=t.nbytes)

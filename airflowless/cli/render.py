@@ -12,6 +12,15 @@ _STYLE = {"succeeded": "green", "cached": "cyan", "failed": "red", "skipped": "y
           "running": "blue", "interrupted": "magenta"}
 
 
+def _console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def _short(text: str, limit: int = 72) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _status(text: str) -> str:
     style = _STYLE.get(text)
     return f"[{style}]{text}[/{style}]" if style else text
@@ -23,10 +32,11 @@ def print_run(run: RunRecord) -> None:
     for column in ("stage", "status", "attempts", "duration", "worker", "output"):
         table.add_column(column, overflow="fold")
     for row in stage_rows(run):
-        table.add_row(row[0], _status(row[1]), *row[2:])
-    Console().print(table)
+        table.add_row(row[0], _status(row[1]), *row[2:5], _short(row[5]))
+    console = _console()
+    console.print(table)
     if run.params:
-        Console().print("params: " + ", ".join(f"{k}={v!r}" for k, v in run.params.items()))
+        console.print("params: " + ", ".join(f"{k}={v!r}" for k, v in run.params.items()))
 
 
 def print_runs(runs: list[RunRecord]) -> None:
@@ -36,5 +46,5 @@ def print_runs(runs: list[RunRecord]) -> None:
     for r in runs:
         table.add_row(str(r.id), r.pipeline, _status(r.status), r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
                       f"{r.duration_s:.2f}s" if r.duration_s is not None else "",
-                      ", ".join(f"{k}={v!r}" for k, v in r.params.items()))
-    Console().print(table)
+                      _short(", ".join(f"{k}={v!r}" for k, v in r.params.items())))
+    _console().print(table)
