@@ -122,3 +122,21 @@ class ExperimentRecords:
             query = query.where(table.c.deleted == 0)
         with self.engine.begin() as conn:
             return [dict(r) for r in conn.execute(query).mappings().all()]
+
+    def record_batch(self, metrics_rows: list[tuple[int, int, dict[str, Any]]],
+                     trial_updates: dict[int, dict[str, Any]]) -> None:
+        """Many reports and trial updates in one transaction (Tune's recorder flushes this way)."""
+        if not metrics_rows and not trial_updates:
+            return
+        now = _now()
+        with self.engine.begin() as conn:
+            if metrics_rows:
+                conn.execute(schema.metrics.insert(), [
+                    {"trial_id": t, "step": step, "values": _plain(values), "created_at": now}
+                    for t, step, values in metrics_rows])
+            for trial_id, fields in trial_updates.items():
+                unknown = set(fields) - _TRIAL_FIELDS
+                if unknown:
+                    raise TypeError(f"record_batch got unknown trial fields {sorted(unknown)}")
+                clean = {k: (_plain(v) if k in ("last_metrics", "config") else v) for k, v in fields.items()}
+                conn.execute(schema.trials.update().where(schema.trials.c.id == trial_id).values(**clean))

@@ -91,6 +91,7 @@ class RunConfig:
     checkpoint_config: CheckpointConfig = field(default_factory=CheckpointConfig)
     failure_config: FailureConfig = field(default_factory=FailureConfig)
     callbacks: Sequence[Any] = ()
+    stop: Any = None  # Tune: a dict of thresholds, a function (trial_id, result) -> bool, or stoppers
     verbose: int = 1
 
     def __post_init__(self) -> None:

@@ -1,0 +1,44 @@
+"""airflowless.tune: hyperparameter search over functions and Trainers, on the Dask cluster.
+
+>>> from airflowless import tune
+>>> tune.uniform(0.2, 0.4)
+Float(lower=0.2, upper=0.4, log=False, q=None, mean=None, sd=None)
+"""
+
+from ..train.context import get_checkpoint, get_context, report
+from .config import TuneConfig
+from .result_grid import ResultGrid
+from .schedulers import (
+    ASHAScheduler,
+    AsyncHyperBandScheduler,
+    Decision,
+    FIFOScheduler,
+    HyperBandScheduler,
+    MedianStoppingRule,
+    TrialScheduler,
+)
+from .search.searcher import BasicVariantGenerator, ConcurrencyLimiter, Searcher
+from .search.space import (
+    choice,
+    grid_search,
+    lograndint,
+    loguniform,
+    qlograndint,
+    qloguniform,
+    qrandint,
+    qrandn,
+    quniform,
+    randint,
+    randn,
+    sample_from,
+    uniform,
+)
+from .stoppers import FunctionStopper, MaximumIterationStopper, TimeoutStopper, TrialPlateauStopper
+from .tuner import Tuner
+
+__all__ = ["Tuner", "TuneConfig", "ResultGrid", "report", "get_checkpoint", "get_context", "uniform", "quniform",
+           "loguniform", "qloguniform", "randn", "qrandn", "randint", "qrandint", "lograndint", "qlograndint",
+           "choice", "grid_search", "sample_from", "Searcher", "BasicVariantGenerator", "ConcurrencyLimiter",
+           "TrialScheduler", "FIFOScheduler", "ASHAScheduler", "AsyncHyperBandScheduler", "HyperBandScheduler",
+           "MedianStoppingRule", "Decision", "MaximumIterationStopper", "TimeoutStopper", "TrialPlateauStopper",
+           "FunctionStopper"]

@@ -1,0 +1,97 @@
+"""Recording an experiment in the store as it runs: trials, every report, checkpoints (batched)."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timezone
+from typing import Any
+
+from .trial import Trial, TrialStatus
+
+__all__ = ["ExperimentRecorder"]
+
+_STATUS = {TrialStatus.PENDING: "pending", TrialStatus.RUNNING: "running", TrialStatus.PAUSED: "paused",
+           TrialStatus.TERMINATED: "terminated", TrialStatus.ERRORED: "errored"}
+
+
+class ExperimentRecorder:
+    """Writes through a small buffer flushed in one transaction per loop turn."""
+
+    def __init__(self, name: str, path: str, tune_config: Any, param_space: dict[str, Any]) -> None:
+        from ..store import open_store
+
+        self.store = open_store()
+        self.name, self.path = name, path
+        self.tune_config, self.param_space = tune_config, param_space
+        self.experiment_id: int | None = None
+        self._metrics: list[tuple[int, int, dict[str, Any]]] = []
+        self._updates: dict[int, dict[str, Any]] = {}
+
+    def create(self) -> None:
+        self.experiment_id = self.store.create_experiment(
+            self.name, kind="tune", config={"param_space": repr(self.param_space),
+                                            "num_samples": self.tune_config.num_samples},
+            storage_path=self.path, metric=self.tune_config.metric, mode=self.tune_config.mode)
+
+    def attach(self, experiment_id: int, trials: dict[str, Trial]) -> None:
+        """Continue a restored experiment; reports the store has beyond the saved state are taken back."""
+        self.experiment_id = experiment_id
+        self.store.set_experiment_status(experiment_id, "running")
+        for record in self.store.list_trials(experiment_id):
+            trial = trials.get(record["name"])
+            if trial is None:
+                continue
+            trial.record_id = record["id"]
+            known = {int(r.get("training_iteration", 0)) for r in trial.results}
+            for row in self.store.trial_metrics(record["id"]):
+                step = row.pop("step")
+                if step not in known:
+                    trial.results.append({**row, "training_iteration": step})
+            trial.results.sort(key=lambda r: int(r.get("training_iteration", 0)))
+
+    def _update(self, trial: Trial, **fields: Any) -> None:
+        if trial.record_id is not None:
+            self._updates.setdefault(trial.record_id, {}).update(fields)
+
+    def trial_started(self, trial: Trial) -> None:
+        if trial.record_id is None and self.experiment_id is not None:
+            trial.record_id = self.store.add_trial(self.experiment_id, trial.trial_id, config=trial.config,
+                                                   status="running")
+        self._update(trial, status="running", restarts=trial.restarts)
+
+    def result(self, trial: Trial, result: dict[str, Any]) -> None:
+        if trial.record_id is None:
+            return
+        step = int(result.get("training_iteration", 0))
+        metrics = {k: v for k, v in result.items() if k != "checkpoint_uri"}
+        self._metrics.append((trial.record_id, step, metrics))
+        fields: dict[str, Any] = {"iterations": step, "last_metrics": metrics}
+        if result.get("checkpoint_uri"):
+            fields["checkpoint_uri"] = result["checkpoint_uri"]
+        self._update(trial, **fields)
+
+    def trial_restarted(self, trial: Trial) -> None:
+        self._update(trial, status="pending", restarts=trial.restarts)
+
+    def trial_ended(self, trial: Trial) -> None:
+        self._update(trial, status=_STATUS[trial.status], error=trial.error,
+                     finished_at=datetime.now(timezone.utc))
+
+    def flush(self) -> None:
+        if not self._metrics and not self._updates:
+            return
+        metrics, updates = self._metrics, self._updates
+        self._metrics, self._updates = [], {}
+        with contextlib.suppress(Exception):  # a reported result already sent twice is kept once
+            self.store.record_batch(metrics, updates)
+            return
+        for trial_id, step, values in metrics:  # fall back row by row (duplicates skipped)
+            self.store.add_metrics(trial_id, step, values)
+        for trial_id, fields in updates.items():
+            self.store.update_trial(trial_id, **fields)
+
+    def finish(self, trials: dict[str, Trial]) -> None:
+        if self.experiment_id is None:
+            return
+        errored = sum(1 for t in trials.values() if t.status == TrialStatus.ERRORED)
+        self.store.finish_experiment(self.experiment_id, "terminated" if not errored else "terminated_with_errors")

@@ -1,0 +1,98 @@
+"""ResultGrid: the trials of a finished experiment, as Results."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import ConfigError
+from ..train.result import Result
+
+__all__ = ["ResultGrid"]
+
+
+class ResultGrid:
+    """One :class:`~airflowless.train.Result` per trial (``config`` holds the trial's config)."""
+
+    def __init__(self, results: list[Result], *, metric: str | None, mode: str | None, path: str | None) -> None:
+        self._results = results
+        self._metric, self._mode = metric, mode
+        self.experiment_path = path
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def __getitem__(self, index: int) -> Result:
+        return self._results[index]
+
+    def __iter__(self) -> Iterator[Result]:
+        return iter(self._results)
+
+    @property
+    def errors(self) -> list[BaseException]:
+        return [r.error for r in self._results if r.error is not None]
+
+    @property
+    def num_errors(self) -> int:
+        return len(self.errors)
+
+    @property
+    def num_terminated(self) -> int:
+        return sum(1 for r in self._results if r.error is None)
+
+    def get_best_result(self, metric: str | None = None, mode: str | None = None, scope: str = "last",
+                        filter_nan_and_inf: bool = True) -> Result:
+        """The trial with the best ``metric`` (its last report, or its best with ``scope="all"``)."""
+        metric, mode = metric or self._metric, mode or self._mode
+        if metric is None or mode not in ("min", "max"):
+            raise ConfigError("get_best_result needs metric and mode (here or in TuneConfig)")
+        if scope not in ("last", "all"):
+            raise ConfigError(f"scope must be 'last' or 'all', got {scope!r}")
+
+        def value(result: Result) -> float | None:
+            if scope == "all":
+                values = [h[metric] for h in result.metrics_history if h.get(metric) is not None]
+                if not values:
+                    return None
+                return min(values) if mode == "min" else max(values)
+            v = (result.metrics or {}).get(metric)
+            return None if v is None else float(v)
+
+        scored = [(value(r), r) for r in self._results]
+        scored = [(v, r) for v, r in scored if v is not None and (not filter_nan_and_inf or abs(v) != float("inf"))
+                  and v == v]
+        if not scored:
+            raise ValueError(f"no trial reported {metric!r}; the trials reported "
+                             f"{sorted({k for r in self._results for k in (r.metrics or {})})}")
+        best = min(scored, key=lambda vr: vr[0]) if mode == "min" else max(scored, key=lambda vr: vr[0])
+        return best[1]
+
+    def get_dataframe(self) -> Any:
+        """One row per trial: its last metrics and its config (``config/<name>``)."""
+        import pandas as pd
+
+        rows = []
+        for r in self._results:
+            row = {**(r.metrics or {}), **{f"config/{k}": v for k, v in _flat(r.config).items()},
+                   "trial_path": r.path, "error": None if r.error is None else str(r.error)}
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        return (f"ResultGrid<{len(self)} trials, {self.num_terminated} terminated, {self.num_errors} errored, "
+                f"path={self.experiment_path!r}>")
+
+    def _repr_html_(self) -> str:
+        frame = self.get_dataframe()
+        return f"<p>{html.escape(repr(self))}</p>" + frame.to_html(max_rows=50)
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}/"))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

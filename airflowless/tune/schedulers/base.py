@@ -1,0 +1,66 @@
+"""Trial schedulers decide, after each result, whether a trial continues, pauses or stops.
+
+Call order: ``set_search_properties`` once, then per trial ``on_trial_add``,
+``on_trial_result`` (returns a :class:`Decision`) for each report, and
+``on_trial_complete`` or ``on_trial_remove`` once. A scheduler sees trials
+through a read-only :class:`TrialView`; it does no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Decision", "TrialView", "TrialScheduler", "FIFOScheduler"]
+
+
+class Decision(enum.Enum):
+    CONTINUE = "CONTINUE"
+    PAUSE = "PAUSE"
+    STOP = "STOP"
+
+
+@dataclass(frozen=True)
+class TrialView:
+    trial_id: str
+    config: dict[str, Any]
+    iteration: int
+
+
+class TrialScheduler:
+    metric: str | None = None
+    mode: str | None = None
+    time_attr: str = "training_iteration"
+
+    def set_search_properties(self, metric: str | None, mode: str | None) -> None:
+        self.metric = self.metric or metric
+        self.mode = self.mode or mode
+
+    def _score(self, result: dict[str, Any]) -> float | None:
+        value = result.get(self.metric) if self.metric else None
+        if value is None:
+            return None
+        return float(value) if self.mode != "min" else -float(value)
+
+    def on_trial_add(self, trial: TrialView) -> None: ...
+
+    def on_trial_result(self, trial: TrialView, result: dict[str, Any]) -> Decision:
+        return Decision.CONTINUE
+
+    def on_trial_complete(self, trial: TrialView, result: dict[str, Any] | None) -> None: ...
+
+    def on_trial_remove(self, trial: TrialView) -> None: ...
+
+    @property
+    def needs_results_promptly(self) -> bool:
+        """True when decisions stop trials early (trials then check for a stop at every report)."""
+        return True
+
+
+class FIFOScheduler(TrialScheduler):
+    """Every trial runs to its end."""
+
+    @property
+    def needs_results_promptly(self) -> bool:
+        return False
