@@ -119,7 +119,8 @@ class BaseTrainer:
         datasets = dict(self.datasets)
         if self.preprocessor is not None and "train" in datasets:
             if getattr(self.preprocessor, "_is_fittable", True):
-                self.preprocessor = self.preprocessor.fit(datasets["train"])
+                # a private copy: trials of a Tuner share the trainer they were made from
+                self.preprocessor = copy.deepcopy(self.preprocessor).fit(datasets["train"])
             datasets = {n: self.preprocessor.transform(ds) for n, ds in datasets.items()}
         return {n: ds.materialize()._plan for n, ds in datasets.items()}
 

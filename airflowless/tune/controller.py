@@ -9,6 +9,7 @@ saved and restored.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from .schedulers.base import Decision, FIFOScheduler, TrialScheduler, TrialView
@@ -30,7 +31,7 @@ class Stop:
 
 
 class TuneController:
-    def __init__(self, *, searcher: Searcher, scheduler: TrialScheduler | None = None, stoppers: list[Any] = (),
+    def __init__(self, *, searcher: Searcher, scheduler: TrialScheduler | None = None, stoppers: Sequence[Any] = (),
                  max_concurrent: int, max_failures: int = 0) -> None:
         self.searcher = searcher
         self.scheduler = scheduler or FIFOScheduler()

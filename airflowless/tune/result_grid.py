@@ -59,9 +59,11 @@ class ResultGrid:
             v = (result.metrics or {}).get(metric)
             return None if v is None else float(v)
 
-        scored = [(value(r), r) for r in self._results]
-        scored = [(v, r) for v, r in scored if v is not None and (not filter_nan_and_inf or abs(v) != float("inf"))
-                  and v == v]
+        scored: list[tuple[float, Result]] = []
+        for r in self._results:
+            v = value(r)
+            if v is not None and v == v and not (filter_nan_and_inf and abs(v) == float("inf")):
+                scored.append((v, r))
         if not scored:
             raise ValueError(f"no trial reported {metric!r}; the trials reported "
                              f"{sorted({k for r in self._results for k in (r.metrics or {})})}")
