@@ -22,7 +22,7 @@ __all__ = ["run_function_trial", "TrainerTrial"]
 def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: str, storage_dir: str,
                        checkpoint: str | None, stop_event: str | None, start_iteration: int) -> int:
     """The body of a function trial's task; returns how many reports it sent."""
-    from distributed import Event, get_worker
+    from distributed import get_worker
 
     worker = get_worker()
     sent = [0]
@@ -31,7 +31,19 @@ def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: st
         sent[0] += 1
         worker.log_event(topic, {"trial": trial_id, **message})
 
-    stop = Event(stop_event).is_set if stop_event else None
+    stop = None
+    if stop_event:
+        # The driver answers every report with CONTINUE or STOP: waiting for it keeps early
+        # stopping exact (a trial does not run on past the rung where a scheduler stops it).
+        from distributed import Queue
+
+        decisions = Queue(stop_event)
+
+        def stop() -> bool:
+            try:
+                return bool(decisions.get(timeout=300) == "STOP")
+            except TimeoutError:
+                return False
     session = Session(TrainContext(trial_name=trial_id, trial_id=trial_id, trial_dir=storage_dir), emit,
                       storage_dir, Checkpoint(checkpoint) if checkpoint else None, {}, stop,
                       start_iteration=start_iteration)

@@ -207,7 +207,7 @@ class _Loop:
             self.threads[trial.trial_id] = thread
             thread.start()
             return
-        stop_name = f"{self.topic}-{trial.trial_id}-stop" if self.stop_events else None
+        stop_name = f"{self.topic}-{trial.trial_id}-decisions" if self.stop_events else None
         resources = self.tuner.tune_config.trial_resources or {"CPU": 1}
         future = self.client.submit(run_function_trial, self.tuner.trainable, trial.config, trial.trial_id,
                                     self.topic, storage_dir, action.checkpoint, stop_name, start_iteration,
@@ -217,12 +217,15 @@ class _Loop:
         self.futures[trial.trial_id] = future
 
     def _stop(self, trial_id: str) -> None:
-        from distributed import Event
-
         if trial_id in self.threads:
             self.threads[trial_id].stop_requested.set()
         elif self.stop_events and trial_id in self.futures:
-            Event(f"{self.topic}-{trial_id}-stop", client=self.client).set()
+            self._decide(trial_id, "STOP")
+
+    def _decide(self, trial_id: str, decision: str) -> None:
+        from distributed import Queue
+
+        Queue(f"{self.topic}-{trial_id}-decisions", client=self.client).put(decision)
 
     def _drain(self, timeout: float) -> None:
         try:
@@ -265,9 +268,13 @@ class _Loop:
         if key in self.seen:
             return
         self.seen.add(key)
+        stopped = False
         for action in self.controller.on_result(trial_id, result):
             if isinstance(action, Stop):
                 self._stop(action.trial.trial_id)
+                stopped = stopped or action.trial.trial_id == trial_id
+        if self.stop_events and trial_id in self.futures and not stopped:
+            self._decide(trial_id, "CONTINUE")  # the function trial waits for an answer to each report
         self.recorder.result(self.controller.trials[trial_id], result)
 
     def _error(self, trial_id: str, error: str) -> None:
