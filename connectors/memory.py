@@ -82,3 +82,28 @@ class DaskSource(Datasource):
              filter: Any = None) -> Iterable[pa.Table]:
         frame = task.payload.compute(scheduler="sync")
         yield pa.Table.from_pandas(frame, preserve_index=False)
+
+
+class SubsetSource(Datasource):
+    """Every ``step``-th read task of another source, starting at ``offset`` (one part of a split)."""
+
+    def __init__(self, source: Datasource, offset: int, step: int) -> None:
+        self.source, self.offset, self.step = source, offset, step
+        self.name = source.name
+        self.supports_projection = source.supports_projection
+        self.supports_filter = source.supports_filter
+
+    def schema(self) -> pa.Schema | None:
+        return self.source.schema()
+
+    def plan(self, *, columns: Sequence[str] | None = None, filter: Any = None,
+             parallelism: int | None = None) -> list[ReadTask]:
+        tasks = self.source.plan(columns=columns, filter=filter, parallelism=parallelism)
+        return tasks[self.offset::self.step]
+
+    def read(self, task: ReadTask, *, columns: Sequence[str] | None = None,
+             filter: Any = None) -> Iterable[pa.Table]:
+        return self.source.read(task, columns=columns, filter=filter)
+
+    def task_reader(self) -> Datasource:
+        return self.source.task_reader()

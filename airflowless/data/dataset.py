@@ -161,6 +161,37 @@ class Dataset:
 
         return split_proportionately(self, proportions)
 
+    def streaming_split(self, n: int, *, equal: bool = False) -> list[Dataset]:
+        """``n`` datasets that stream their own share of the rows (one per training rank).
+
+        When the plan reads and then only transforms block by block, each part
+        reads every ``n``-th input (nothing is materialized; a part is a plan
+        and travels as one). Plans with an all-to-all step, or ``equal=True``
+        (exactly equal row counts), cut by row position instead.
+        """
+        from .optimizer import optimize
+        from .splits import split
+
+        if n < 1:
+            raise ValueError(f"streaming_split needs n >= 1, got {n}")
+        plan = optimize(self._plan)
+        chain: list[lo.LogicalOp] = []
+        node = plan
+        while isinstance(node, (lo.Fused, lo.MapBlocks)):
+            chain.append(node)
+            node = node.input
+        if equal or not isinstance(node, lo.Read) or node.limit is not None:
+            return split(self, n, equal=equal)
+        from connectors.memory import SubsetSource
+
+        parts = []
+        for i in range(n):
+            part: lo.LogicalOp = lo.Read(SubsetSource(node.source, i, n), node.columns, node.filter, node.limit)
+            for op in reversed(chain):
+                part = op.with_inputs(part)
+            parts.append(Dataset(part))
+        return parts
+
     def split(self, n: int, *, equal: bool = False) -> list[Dataset]:
         from .splits import split
 

@@ -211,3 +211,13 @@ def test_lazy_splits_are_plans_that_travel_and_match_materialized_ones() -> None
     assert "RowSlice" in lazy_train.explain()
     a, b = blocks(frame(10)).train_test_split(test_size=3)
     assert (a.count(), b.count()) == (7, 3)
+
+
+def test_streaming_split_parts_stream_their_own_inputs(taxi_dir: str) -> None:
+    ds = data.read_parquet(taxi_dir).map_batches(add_features, batch_format="pyarrow")
+    parts = ds.streaming_split(2)
+    assert all("ReadParquet+MapBatches(add_features)" in p.explain() for p in parts)
+    counts = [p.count() for p in parts]
+    assert sum(counts) == 20_000 and all(c > 0 for c in counts)
+    equal = ds.streaming_split(3, equal=True)
+    assert [p.count() for p in equal] == [6666] * 3
