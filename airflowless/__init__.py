@@ -25,7 +25,7 @@ _LAZY = {
     "RunResult": "airflowless.dag",
     "open_store": "airflowless.store",
 }
-_SUBMODULES = {"dag", "runtime", "store", "datasets", "errors", "settings", "cli", "data", "train", "tune"}
+_SUBMODULES = {"dag", "runtime", "store", "datasets", "errors", "settings", "cli", "data", "train", "tune", "serve"}
 
 __all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])
 

@@ -1,0 +1,41 @@
+"""airflowless.serve: deployments as replicas (Dask actors) behind an HTTP ingress.
+
+>>> from airflowless import serve
+>>> @serve.deployment(num_replicas=2)
+... class Doubler:
+...     def __call__(self, body):
+...         return {"y": 2 * body["x"]}
+>>> handle = serve.run(Doubler.bind(), name="doubler")      # doctest: +SKIP
+>>> handle.remote({"x": 21}).result()                        # doctest: +SKIP
+{'y': 42}
+>>> # or: curl -X POST 127.0.0.1:8000/ -d '{"x": 21}'
+
+The folder is the architecture: ``deployment``/``application`` (what the user
+declares), ``controller`` (core, no I/O) + ``autoscaling`` (pure decision),
+``adapter`` (Dask side), ``replica`` (the actor), ``wire`` (data plane),
+``router``, ``handle``, ``proxy`` (ASGI), ``batching``, ``predictor``.
+"""
+
+from __future__ import annotations
+
+from .api import delete, get_app_handle, http_address, run, shutdown, start, status
+from .application import Application
+from .batching import batch
+from .config import AutoscalingConfig, DeploymentConfig
+from .deployment import Deployment, deployment
+from .errors import (
+    BackPressureError,
+    BadRequestError,
+    DeploymentNotFoundError,
+    ReplicaDiedError,
+    ServeError,
+)
+from .handle import DeploymentHandle, DeploymentResponse
+from .predictor import Predictor, PredictorDeployment
+
+__all__ = [
+    "deployment", "Deployment", "Application", "batch", "run", "start", "status", "delete", "shutdown",
+    "get_app_handle", "http_address", "DeploymentHandle", "DeploymentResponse", "AutoscalingConfig",
+    "DeploymentConfig", "PredictorDeployment", "Predictor", "ServeError", "BadRequestError",
+    "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError",
+]

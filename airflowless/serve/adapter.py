@@ -1,0 +1,419 @@
+"""The thin side that talks to Dask: runs the controller core's actions, feeds back what happened.
+
+Everything of serve in the driver runs on one event loop in one daemon thread
+(:class:`ServeRuntime`): an asynchronous Dask client, the controller, the
+routers and the uvicorn server of the HTTP proxy. Why the driver process and
+a thread: a request takes one hop (proxy -> replica's socket) with no extra
+process, the ingress lives exactly as long as ``serve.run`` ... ``serve.shutdown``,
+and the proxy's loop is the routers' loop, so routing needs no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import threading
+import time
+import uuid
+from collections.abc import Coroutine
+from dataclasses import astuple, dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from .config import DeploymentConfig
+from .controller import (
+    Action,
+    Controller,
+    DeploymentDeleted,
+    DeploymentStatus,
+    DeploymentUpdated,
+    Event,
+    Key,
+    PublishReplicas,
+    ReplicaFailed,
+    ReplicaMetrics,
+    ReplicaStarted,
+    ReplicaStopped,
+    StartReplica,
+    StopReplica,
+    Tick,
+)
+from .deployment import Deployment
+from .errors import DeploymentNotFoundError, ServeError
+from .handle import metadata_key
+from .proxy import RouteTarget, build_app
+from .replica import Replica, ReplicaInfo, ReplicaSpec
+from .router import Router
+from .wire import WireClient
+
+__all__ = ["ServeRuntime", "current_runtime", "start_runtime", "stop_runtime"]
+
+_TICK_S = 0.25
+_METRICS_S = 0.5
+_START_TIMEOUT_S = 300.0
+_RESERVED_METHODS = {"reconfigure", "check_health"}
+
+
+@dataclass
+class _App:
+    name: str
+    route_prefix: str | None
+    keys: list[Key]
+    ingress: Key
+
+
+def ingress_methods(deployment: Deployment) -> frozenset[str]:
+    if deployment.is_function:
+        return frozenset({"__call__"})
+    cls: Any = deployment.target
+    names = {n for n, v in inspect.getmembers(cls) if not n.startswith("_") and callable(v)}
+    if any("__call__" in vars(base) for base in cls.__mro__[:-1]):
+        names.add("__call__")
+    return frozenset(names - _RESERVED_METHODS)
+
+
+class ServeRuntime:
+    """Serve's driver side: controller + Dask adapter + routers + HTTP proxy on one loop thread."""
+
+    def __init__(self, *, address: str, host: str, port: int) -> None:
+        self.address, self.host, self.port = address, host, port
+        self.loop = asyncio.new_event_loop()
+        self.core = Controller()
+        self.apps: dict[str, _App] = {}
+        self.routes: dict[str, RouteTarget] = {}
+        self._specs: dict[Key, tuple[Deployment, tuple[Any, ...], dict[str, Any]]] = {}
+        self._routers: dict[Key, Router] = {}
+        self._futures: dict[str, Any] = {}
+        self._actors: dict[str, Any] = {}
+        self._control: dict[str, WireClient] = {}
+        self._placement: dict[str, tuple[str, dict[str, float]]] = {}
+        self._starting: dict[str, asyncio.Future[None]] = {}
+        self._health_due: dict[str, float] = {}
+        self._probing: set[str] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._thread = threading.Thread(target=self._run_loop, name="airflowless-serve", daemon=True)
+        self.client: Any = None
+        self.server: Any = None
+        self._server_task: asyncio.Future[Any] | None = None
+        self._tick_task: asyncio.Future[Any] | None = None
+
+    # -- thread plumbing -------------------------------------------------------------------
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any:
+        """Run ``coro`` on the serve loop from another thread and wait for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def start(self) -> None:
+        self._thread.start()
+        try:
+            self.call(self._astart(), timeout=60)
+        except BaseException:
+            self.stop()
+            raise
+
+    async def _astart(self) -> None:
+        import uvicorn
+        from distributed import Client
+
+        self.client = await Client(self.address, asynchronous=True, set_as_default=False)
+        config = uvicorn.Config(build_app(self.routes), host=self.host, port=self.port, log_level="warning",
+                                access_log=False, lifespan="off", loop="none", http="h11",
+                                timeout_keep_alive=30)
+        self.server = uvicorn.Server(config)
+        self._server_task = asyncio.ensure_future(self.server.serve())
+        while not self.server.started:
+            if self._server_task.done():
+                exc = self._server_task.exception()
+                raise ServeError(f"the HTTP proxy could not listen on {self.host}:{self.port} ({exc}); "
+                                 "pick another port with serve.start(http_options={'port': ...})")
+            await asyncio.sleep(0.01)
+        self.port = int(self.server.servers[0].sockets[0].getsockname()[1])
+        self._tick_task = asyncio.ensure_future(self._tick_loop())
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                self.call(self._astop(), timeout=60)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+        self.loop.close()
+
+    async def _astop(self) -> None:
+        for name in list(self.apps):
+            with contextlib.suppress(Exception):
+                await self.delete(name)
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+        if self.server is not None:
+            self.server.should_exit = True
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._server_task), 10)  # type: ignore[arg-type]
+        for task in list(self._tasks):
+            task.cancel()
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await self.client.close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- core <-> Dask -----------------------------------------------------------------------
+    def feed(self, event: Event) -> None:
+        for action in self.core.handle(event):
+            self._execute(action)
+
+    def _execute(self, action: Action) -> None:
+        if isinstance(action, StartReplica):
+            self._starting[action.replica_id] = self._spawn(self._start_replica(action.key, action.replica_id))
+        elif isinstance(action, StopReplica):
+            self._spawn(self._stop_replica(action.key, action.replica_id, drain=action.drain))
+        elif isinstance(action, PublishReplicas):
+            self._publish(action.key, action.replica_ids)
+
+    async def _start_replica(self, key: Key, replica_id: str) -> None:
+        deployment, args, kwargs = self._specs[key]
+        try:
+            worker = await self._place(key, deployment.config)
+            self._placement[replica_id] = (worker, deployment.config.resources)
+            spec = ReplicaSpec(key[0], key[1], replica_id, deployment.target, args, kwargs,
+                               deployment.config.user_config)
+            dask_key = f"serve-{replica_id.replace('/', '-').replace('#', '-')}-{uuid.uuid4().hex[:8]}"
+            future = self.client.submit(Replica, spec, actor=True, key=dask_key, workers=[worker],
+                                        allow_other_workers=False, pure=False)
+            self._futures[replica_id] = future
+            actor = await asyncio.wait_for(future, _START_TIMEOUT_S)
+            self._actors[replica_id] = actor
+            info: ReplicaInfo = await asyncio.wait_for(actor.start(), 60)
+            self._control[replica_id] = await WireClient.connect(info.host, info.port, info.token,
+                                                                 label=f"replica {replica_id}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.feed(ReplicaFailed(replica_id, f"{type(exc).__name__}: {exc}", while_starting=True))
+            return
+        finally:
+            self._starting.pop(replica_id, None)
+        self._health_due[replica_id] = time.monotonic() + deployment.config.health_check_period_s
+        self.feed(ReplicaStarted(replica_id, info))
+
+    async def _place(self, key: Key, config: DeploymentConfig) -> str:
+        identity = await self.client.scheduler.identity(n_workers=-1)
+        workers: dict[str, Any] = identity.get("workers", {})
+        count: dict[str, int] = dict.fromkeys(workers, 0)
+        used: dict[str, dict[str, float]] = {w: {} for w in workers}
+        for worker, resources in self._placement.values():
+            if worker in workers:
+                count[worker] += 1
+                for name, amount in resources.items():
+                    used[worker][name] = used[worker].get(name, 0) + amount
+        fits = [w for w in workers if all(
+            workers[w].get("resources", {}).get(name, 0) - used[w].get(name, 0) >= amount - 1e-9
+            for name, amount in config.resources.items())]
+        if not fits:
+            declared = {w: workers[w].get("resources", {}) for w in workers}
+            raise ServeError(f"no worker has resources {config.resources} free for a replica of "
+                             f"{key[0]}/{key[1]}; workers declare {declared} and serve replicas already use "
+                             f"{used}; lower the deployment's resources or add workers")
+        return min(fits, key=lambda w: (count[w], w))
+
+    async def _stop_replica(self, key: Key, replica_id: str, *, drain: bool) -> None:
+        starting = self._starting.get(replica_id)
+        if starting is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(starting)
+        control = self._control.pop(replica_id, None)
+        deployment = self._specs.get(key, (None,))[0]
+        grace = deployment.config.graceful_shutdown_timeout_s if deployment is not None else 5.0
+        if drain and control is not None:
+            deadline = time.monotonic() + grace
+            with contextlib.suppress(Exception):
+                while (await asyncio.wait_for(control.call("__drain__", (), {}), 5))["ongoing"] > 0 \
+                        and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+        if control is not None:
+            await control.close()
+        actor = self._actors.pop(replica_id, None)
+        if actor is not None and drain:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(actor.stop(), 5)
+        future = self._futures.pop(replica_id, None)
+        if future is not None:
+            with contextlib.suppress(Exception):
+                await self.client.cancel([future], force=True)
+            future.release()
+        self._placement.pop(replica_id, None)
+        self._health_due.pop(replica_id, None)
+        self.feed(ReplicaStopped(replica_id))
+
+    def _publish(self, key: Key, replica_ids: tuple[str, ...]) -> None:
+        router = self._routers.get(key)
+        deployment = self._specs.get(key, (None,))[0]
+        infos = [self.core.info(r) for r in replica_ids]
+        if router is not None:
+            router.update(infos)
+        if deployment is not None:
+            table = {"replicas": [astuple(i) for i in infos], "max_ongoing": deployment.config.max_ongoing_requests,
+                     "max_queued": deployment.config.max_queued_requests}
+            self._spawn(self.client.set_metadata(metadata_key(*key), table))
+
+    # -- health and metrics ---------------------------------------------------------------------
+    async def _tick_loop(self) -> None:
+        last_metrics = 0.0
+        while True:
+            await asyncio.sleep(_TICK_S)
+            now = time.monotonic()
+            probes = []
+            if now - last_metrics >= _METRICS_S:
+                last_metrics = now
+                probes = [self._probe(rid) for rid in list(self._control)]
+            with contextlib.suppress(Exception):
+                await asyncio.gather(*probes)
+            queued = {key: router.queued for key, router in self._routers.items()}
+            self.feed(Tick(time.monotonic(), queued))
+
+    async def _probe(self, replica_id: str) -> None:
+        control = self._control.get(replica_id)
+        if control is None or replica_id in self._probing:
+            return
+        replica = self.core.replicas.get(replica_id)
+        deployment = self._specs.get(replica.key, (None,))[0] if replica is not None else None
+        if deployment is None:
+            return
+        self._probing.add(replica_id)
+        health = time.monotonic() >= self._health_due.get(replica_id, 0)
+        try:
+            timeout = deployment.config.health_check_timeout_s
+            reply = await asyncio.wait_for(control.call("__health__" if health else "__metrics__", (), {}), timeout)
+            if health:
+                self._health_due[replica_id] = time.monotonic() + deployment.config.health_check_period_s
+            self.feed(ReplicaMetrics(replica_id, int(reply["ongoing"])))
+        except Exception as exc:
+            if self._control.pop(replica_id, None) is not None:
+                with contextlib.suppress(Exception):
+                    await control.close()
+                self.feed(ReplicaFailed(replica_id, f"health check failed: {type(exc).__name__}: {exc}"))
+        finally:
+            self._probing.discard(replica_id)
+
+    def _on_router_failure(self, replica_id: str) -> None:
+        self._spawn(self._probe(replica_id))
+
+    # -- applications ------------------------------------------------------------------------------
+    def router(self, app_name: str, deployment_name: str) -> Router:
+        router = self._routers.get((app_name, deployment_name))
+        if router is None:
+            raise DeploymentNotFoundError(f"no deployment {deployment_name!r} in application {app_name!r} is "
+                                          f"running; running: {sorted(self._routers)}")
+        return router
+
+    async def deploy(self, name: str, route_prefix: str | None,
+                     flat: list[tuple[Deployment, tuple[Any, ...], dict[str, Any]]], *, timeout: float) -> None:
+        for other in self.apps.values():
+            if other.name != name and route_prefix is not None and other.route_prefix == route_prefix:
+                raise ConfigError(f"route_prefix {route_prefix!r} is already used by application "
+                                  f"{other.name!r}; pick another prefix or serve.delete({other.name!r})")
+        if name in self.apps:
+            await self.delete(name)
+        keys = [(name, d.name) for d, _, _ in flat]
+        ingress = flat[-1][0]
+        self.apps[name] = _App(name, route_prefix, keys, keys[-1])
+        for (deployment, args, kwargs), key in zip(flat, keys, strict=True):
+            self._specs[key] = (deployment, args, kwargs)
+            self._routers[key] = Router(f"{name}/{deployment.name}", on_failure=self._on_router_failure,
+                                        max_ongoing=deployment.config.max_ongoing_requests,
+                                        max_queued=deployment.config.max_queued_requests)
+            self.feed(DeploymentUpdated(key, deployment.config))
+        deadline = time.monotonic() + timeout
+        while True:
+            states = {key: self.core.status(key) for key in keys}
+            failed = [k for k, s in states.items() if s is DeploymentStatus.DEPLOY_FAILED]
+            if failed:
+                message = self.core.deployments[failed[0]].message
+                await self.delete(name)
+                raise ServeError(f"deployment {failed[0][1]!r} of application {name!r} failed to start: {message}")
+            if all(s is DeploymentStatus.HEALTHY for s in states.values()):
+                break
+            if time.monotonic() > deadline:
+                raise ServeError(f"application {name!r} was not ready within {timeout:g} s: "
+                                 f"{ {k[1]: s.value for k, s in states.items()} }")
+            await asyncio.sleep(0.05)
+        if route_prefix is not None:
+            self.routes[route_prefix] = RouteTarget(name, self._routers[keys[-1]], ingress_methods(ingress))
+
+    async def delete(self, name: str, *, timeout: float = 60.0) -> None:
+        app = self.apps.pop(name, None)
+        if app is None:
+            raise DeploymentNotFoundError(f"no application {name!r} is running; running: {sorted(self.apps)}")
+        if app.route_prefix is not None and self.routes.get(app.route_prefix, None) is not None \
+                and self.routes[app.route_prefix].app_name == name:
+            del self.routes[app.route_prefix]
+        for key in app.keys:
+            self.feed(DeploymentDeleted(key))
+        deadline = time.monotonic() + timeout
+        while any(r.key in app.keys for r in self.core.replicas.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for key in app.keys:
+            self._routers.pop(key, None)
+            self._specs.pop(key, None)
+            with contextlib.suppress(Exception):
+                await self.client.set_metadata(metadata_key(*key), None)
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for app in self.apps.values():
+            deployments = {}
+            for key in app.keys:
+                if key not in self.core.deployments:
+                    continue
+                dep = self.core.deployments[key]
+                deployments[key[1]] = {
+                    "status": self.core.status(key).value, "target_replicas": dep.target,
+                    "running_replicas": len(self.core.replicas_of(key, _running())), "message": dep.message,
+                }
+            healthy = all(d["status"] == "HEALTHY" for d in deployments.values())
+            out[app.name] = {"status": "RUNNING" if healthy else "DEPLOYING_OR_UNHEALTHY",
+                             "route_prefix": app.route_prefix, "deployments": deployments}
+        return out
+
+
+def _running() -> Any:
+    from .controller import ReplicaState
+
+    return ReplicaState.RUNNING
+
+
+_lock = threading.Lock()
+_runtime: ServeRuntime | None = None
+
+
+def current_runtime() -> ServeRuntime | None:
+    return _runtime
+
+
+def start_runtime(*, host: str, port: int) -> ServeRuntime:
+    global _runtime
+    with _lock:
+        if _runtime is not None:
+            return _runtime
+        from ..runtime.cluster import init
+
+        client = init(quiet=True)
+        runtime = ServeRuntime(address=client.scheduler.address, host=host, port=port)
+        runtime.start()
+        _runtime = runtime
+        return runtime
+
+
+def stop_runtime() -> None:
+    global _runtime
+    with _lock:
+        runtime, _runtime = _runtime, None
+    if runtime is not None:
+        runtime.stop()

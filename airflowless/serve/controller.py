@@ -1,0 +1,254 @@
+"""The serve controller's core: events in, actions out, no I/O.
+
+It keeps, per deployment, the wanted replica count and the replicas it
+knows (STARTING, RUNNING, STOPPING), and after each event answers what to do
+so that the RUNNING + STARTING count meets the target: start replicas,
+replace failed ones, drain and stop surplus ones, publish the RUNNING set to
+the routers, and autoscale on :class:`Tick`. The adapter
+(:mod:`.adapter`) turns actions into Dask calls and feeds results back.
+
+>>> core = Controller()
+>>> key = ("app", "Model")
+>>> core.handle(DeploymentUpdated(key, DeploymentConfig(num_replicas=1)))
+[StartReplica(key=('app', 'Model'), replica_id='app/Model#1')]
+>>> core.handle(ReplicaStarted("app/Model#1", info=None))
+[PublishReplicas(key=('app', 'Model'), replica_ids=('app/Model#1',))]
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .autoscaling import Pending, decide
+from .config import DeploymentConfig
+
+__all__ = [
+    "Controller", "ReplicaState", "DeploymentStatus",
+    "DeploymentUpdated", "DeploymentDeleted", "ReplicaStarted", "ReplicaFailed", "ReplicaStopped",
+    "ReplicaMetrics", "Tick", "StartReplica", "StopReplica", "PublishReplicas", "Event", "Action",
+]
+
+Key = tuple[str, str]  # (application, deployment)
+MAX_START_FAILURES = 3
+
+
+class ReplicaState(enum.Enum):
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+
+
+class DeploymentStatus(enum.Enum):
+    UPDATING = "UPDATING"
+    HEALTHY = "HEALTHY"
+    UNHEALTHY = "UNHEALTHY"
+    DEPLOY_FAILED = "DEPLOY_FAILED"
+
+
+# -- events ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeploymentUpdated:
+    key: Key
+    config: DeploymentConfig
+
+
+@dataclass(frozen=True)
+class DeploymentDeleted:
+    key: Key
+
+
+@dataclass(frozen=True)
+class ReplicaStarted:
+    replica_id: str
+    info: Any
+
+
+@dataclass(frozen=True)
+class ReplicaFailed:
+    replica_id: str
+    reason: str
+    while_starting: bool = False
+
+
+@dataclass(frozen=True)
+class ReplicaStopped:
+    replica_id: str
+
+
+@dataclass(frozen=True)
+class ReplicaMetrics:
+    replica_id: str
+    ongoing: int
+
+
+@dataclass(frozen=True)
+class Tick:
+    now: float
+    queued: dict[Key, int] = field(default_factory=dict)
+
+
+Event = DeploymentUpdated | DeploymentDeleted | ReplicaStarted | ReplicaFailed | ReplicaStopped | ReplicaMetrics | Tick
+
+
+# -- actions -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StartReplica:
+    key: Key
+    replica_id: str
+
+
+@dataclass(frozen=True)
+class StopReplica:
+    key: Key
+    replica_id: str
+    drain: bool = True
+
+
+@dataclass(frozen=True)
+class PublishReplicas:
+    key: Key
+    replica_ids: tuple[str, ...]
+
+
+Action = StartReplica | StopReplica | PublishReplicas
+
+
+@dataclass
+class _Replica:
+    replica_id: str
+    key: Key
+    state: ReplicaState = ReplicaState.STARTING
+    info: Any = None
+    ongoing: int = 0
+
+
+@dataclass
+class _Deployment:
+    key: Key
+    config: DeploymentConfig
+    target: int
+    start_failures: int = 0
+    message: str = ""
+    failed: bool = False
+    pending: Pending | None = None
+    published: tuple[str, ...] = ()
+
+
+class Controller:
+    """Desired versus actual replicas of every deployment (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.deployments: dict[Key, _Deployment] = {}
+        self.replicas: dict[str, _Replica] = {}
+        self._counter = 0
+
+    # -- queries ---------------------------------------------------------------------------
+    def replicas_of(self, key: Key, *states: ReplicaState) -> list[_Replica]:
+        return [r for r in self.replicas.values() if r.key == key and (not states or r.state in states)]
+
+    def status(self, key: Key) -> DeploymentStatus:
+        dep = self.deployments[key]
+        if dep.failed:
+            return DeploymentStatus.DEPLOY_FAILED
+        running = len(self.replicas_of(key, ReplicaState.RUNNING))
+        if running == dep.target and not self.replicas_of(key, ReplicaState.STARTING):
+            return DeploymentStatus.HEALTHY
+        return DeploymentStatus.UNHEALTHY if dep.message and running < dep.target else DeploymentStatus.UPDATING
+
+    def info(self, replica_id: str) -> Any:
+        replica = self.replicas.get(replica_id)
+        return replica.info if replica is not None else None
+
+    # -- events ----------------------------------------------------------------------------
+    def handle(self, event: Event) -> list[Action]:
+        """Apply one event; return the actions that bring actual replicas toward the desired ones."""
+        if isinstance(event, DeploymentUpdated):
+            old = self.deployments.get(event.key)
+            auto = event.config.autoscaling_config
+            target = event.config.initial_replicas
+            if old is not None and auto is not None:
+                target = min(max(old.target, auto.min_replicas), auto.max_replicas)
+            self.deployments[event.key] = _Deployment(event.key, event.config, target)
+            return self._reconcile(event.key)
+        if isinstance(event, DeploymentDeleted):
+            dep = self.deployments.get(event.key)
+            if dep is None:
+                return []
+            dep.target = 0
+            actions = self._reconcile(event.key)
+            del self.deployments[event.key]
+            return actions
+        if isinstance(event, Tick):
+            return self._tick(event)
+        replica = self.replicas.get(event.replica_id)
+        if replica is None:
+            return []
+        if isinstance(event, ReplicaMetrics):
+            replica.ongoing = event.ongoing
+            return []
+        dep = self.deployments.get(replica.key)
+        if isinstance(event, ReplicaStarted):
+            if replica.state is not ReplicaState.STARTING:
+                return []
+            replica.state, replica.info = ReplicaState.RUNNING, event.info
+            if dep is not None:
+                dep.start_failures, dep.message = 0, ""
+            return self._reconcile(replica.key)
+        if isinstance(event, ReplicaStopped):
+            del self.replicas[event.replica_id]
+            return self._reconcile(replica.key) if dep is not None else []
+        # ReplicaFailed
+        was_running = replica.state is ReplicaState.RUNNING
+        del self.replicas[event.replica_id]
+        if dep is None:
+            return []
+        dep.message = f"replica {event.replica_id} failed: {event.reason}"
+        if event.while_starting:
+            dep.start_failures += 1
+            if dep.start_failures >= MAX_START_FAILURES:
+                dep.failed = True
+        stop: list[Action] = [StopReplica(replica.key, event.replica_id, drain=False)]
+        return stop + self._reconcile(replica.key, force_publish=was_running)
+
+    def _tick(self, event: Tick) -> list[Action]:
+        actions: list[Action] = []
+        for key, dep in self.deployments.items():
+            auto = dep.config.autoscaling_config
+            if auto is None or dep.failed:
+                continue
+            live = self.replicas_of(key, ReplicaState.RUNNING)
+            ongoing = sum(r.ongoing for r in live) + event.queued.get(key, 0)
+            decision = decide(auto, current=dep.target, ongoing=ongoing, now=event.now, pending=dep.pending)
+            dep.pending = decision.pending
+            if decision.desired != dep.target:
+                dep.target = decision.desired
+                actions += self._reconcile(key)
+        return actions
+
+    def _reconcile(self, key: Key, *, force_publish: bool = False) -> list[Action]:
+        dep = self.deployments.get(key)
+        if dep is None:
+            return []
+        actions: list[Action] = []
+        starting = self.replicas_of(key, ReplicaState.STARTING)
+        running = self.replicas_of(key, ReplicaState.RUNNING)
+        surplus = len(starting) + len(running) - dep.target
+        if surplus < 0 and not dep.failed:
+            for _ in range(-surplus):
+                self._counter += 1
+                replica_id = f"{key[0]}/{key[1]}#{self._counter}"
+                self.replicas[replica_id] = _Replica(replica_id, key)
+                actions.append(StartReplica(key, replica_id))
+        elif surplus > 0:  # newest starting first, then the least busy running ones
+            victims = sorted(starting, key=lambda r: r.replica_id, reverse=True)
+            victims += sorted(running, key=lambda r: r.ongoing)
+            for replica in victims[:surplus]:
+                replica.state = ReplicaState.STOPPING
+                actions.append(StopReplica(key, replica.replica_id, drain=True))
+        published = tuple(r.replica_id for r in self.replicas_of(key, ReplicaState.RUNNING))
+        if published != dep.published or force_publish:
+            dep.published = published
+            actions.insert(0, PublishReplicas(key, published))
+        return actions

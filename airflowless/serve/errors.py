@@ -1,0 +1,46 @@
+"""Errors raised by airflowless.serve; each says what was expected, what was got, what to do."""
+
+from __future__ import annotations
+
+from ..errors import AirflowlessError
+
+__all__ = ["ServeError", "BadRequestError", "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError"]
+
+
+class ServeError(AirflowlessError, RuntimeError):
+    """A deployment cannot be started, reached or asked for what was requested."""
+
+
+class BadRequestError(AirflowlessError, ValueError):
+    """The request's body is not what the deployment accepts; the proxy answers HTTP 400.
+
+    Raise it from deployment code to reject an input with a message for the caller:
+
+    >>> raise BadRequestError("expected a JSON object with 'text', got a list")  # doctest: +SKIP
+    """
+
+
+class BackPressureError(ServeError):
+    """Every replica is at ``max_ongoing_requests`` and the queue is full; the proxy answers 503."""
+
+    def __init__(self, deployment: str, max_ongoing: int, max_queued: int) -> None:
+        self.deployment, self.max_ongoing, self.max_queued = deployment, max_ongoing, max_queued
+        super().__init__(
+            f"deployment {deployment!r} is overloaded: every replica has {max_ongoing} ongoing "
+            f"requests and {max_queued} more are queued; retry later, or raise num_replicas, "
+            "max_ongoing_requests or max_queued_requests"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, int]]:
+        return (type(self), (self.deployment, self.max_ongoing, self.max_queued))
+
+
+class ReplicaDiedError(ServeError):
+    """The replica serving a request died while the request was running on it."""
+
+
+class DeploymentNotFoundError(AirflowlessError, KeyError):
+    """No application or deployment of that name is running."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -1,0 +1,164 @@
+"""``PredictorDeployment``: serve a Train checkpoint's model behind ``POST /predict``.
+
+The checkpoint holds an XGBoost (``model.ubj``), LightGBM (``model.txt``) or
+scikit-learn (``model.pkl``) model, and the trainer's ``preprocessor.pkl``
+(applied with ``transform_batch`` on a pandas DataFrame). The body is one row
+(a JSON object) or a list of rows; the answer is ``{"predictions": [...]}``.
+Concurrent requests are batched into one DataFrame.
+
+>>> app = serve.PredictorDeployment.bind(result.checkpoint)      # doctest: +SKIP
+>>> serve.run(app, name="taxi")                                   # doctest: +SKIP
+>>> httpx.post("http://127.0.0.1:8000/predict", json={"trip_distance": 2.1, ...}).json()  # doctest: +SKIP
+{'predictions': [0.73]}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import pickle
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..train.checkpoint import Checkpoint
+from .batching import batch
+from .deployment import deployment
+from .errors import BadRequestError
+
+__all__ = ["Predictor", "PredictorDeployment", "load_model"]
+
+_MAX_ROWS = 10_000
+_MAX_STRING = 10_000
+
+
+def load_model(folder: str) -> tuple[str, Any, list[str] | None]:
+    """(kind, model, feature names) from a checkpoint folder."""
+    if os.path.exists(os.path.join(folder, "model.ubj")):
+        import xgboost as xgb
+
+        booster = xgb.Booster()
+        booster.load_model(os.path.join(folder, "model.ubj"))
+        return "xgboost", booster, list(booster.feature_names or []) or None
+    if os.path.exists(os.path.join(folder, "model.txt")):
+        import lightgbm as lgb
+
+        model = lgb.Booster(model_file=os.path.join(folder, "model.txt"))
+        return "lightgbm", model, list(model.feature_name())
+    if os.path.exists(os.path.join(folder, "model.pkl")):
+        with open(os.path.join(folder, "model.pkl"), "rb") as f:
+            model = pickle.load(f)  # noqa: S301 - a checkpoint written by our trainer, not a request
+        names = getattr(model, "feature_names_in_", None)
+        return "sklearn", model, [str(n) for n in names] if names is not None else None
+    raise FileNotFoundError(f"the checkpoint at {folder} has no model.ubj (XGBoost), model.txt (LightGBM) or "
+                            "model.pkl (scikit-learn); pass a checkpoint written by an airflowless trainer")
+
+
+def _value(column: str, value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if abs(value) > 2**53:
+            raise BadRequestError(f"column {column!r}: {str(value)[:40]} is too large for a float64 feature")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise BadRequestError(f"column {column!r}: expected a finite number, got {value}")
+        return value
+    if isinstance(value, str) and len(value) <= _MAX_STRING:
+        return value
+    raise BadRequestError(f"column {column!r}: expected a number, string or null, got {type(value).__name__}")
+
+
+def rows_of(body: Any, required: list[str] | None) -> list[dict[str, Any]]:
+    """Validate a request body into a list of rows; :class:`BadRequestError` says what is wrong."""
+    if isinstance(body, dict):
+        rows = [body]
+    elif isinstance(body, list) and body and all(isinstance(r, dict) for r in body):
+        rows = body
+    else:
+        got = "an empty list" if body == [] else type(body).__name__
+        raise BadRequestError(f"expected one row as a JSON object of column -> value, or a list of such "
+                              f"objects, got {got}")
+    if len(rows) > _MAX_ROWS:
+        raise BadRequestError(f"at most {_MAX_ROWS} rows per request, got {len(rows)}")
+    clean = []
+    for row in rows:
+        clean.append({str(k): _value(k, v) for k, v in row.items()})
+        if required:
+            missing = [c for c in required if c not in row]
+            if missing:
+                raise BadRequestError(f"missing feature column(s) {missing}; each row needs {required}")
+    return clean
+
+
+class Predictor:
+    """Loads a checkpoint's model and preprocessor; ``predict(body)`` answers ``{"predictions": [...]}``."""
+
+    def __init__(self, checkpoint: Checkpoint | str, *, feature_columns: list[str] | None = None) -> None:
+        from ..train.gbdt import load_preprocessor
+
+        checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(str(checkpoint))
+        with checkpoint.as_directory() as folder:
+            self.kind, self.model, names = load_model(folder)
+        self.preprocessor = load_preprocessor(checkpoint)
+        self.features = list(feature_columns) if feature_columns is not None else names
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="predictor")
+
+    def _score(self, rows: list[dict[str, Any]]) -> list[Any]:
+        import pandas as pd
+
+        frame = pd.DataFrame.from_records(rows)
+        if self.preprocessor is not None:
+            frame = self.preprocessor.transform_batch(frame)
+        if self.features:
+            missing = [c for c in self.features if c not in frame.columns]
+            if missing:
+                raise BadRequestError(f"missing feature column(s) {missing}; each row needs {self.features}")
+            frame = frame[self.features]
+        try:
+            values = frame.to_numpy(dtype="float64", na_value=float("nan")) if self.kind != "sklearn" else frame
+            if self.kind == "xgboost":
+                out = self.model.inplace_predict(values)
+            else:
+                out = self.model.predict(values)
+        except (ValueError, TypeError) as exc:
+            raise BadRequestError(f"the model could not score these rows: {exc}") from exc
+        return out.tolist()  # type: ignore[no-any-return]
+
+    @batch(max_batch_size=64, batch_wait_timeout_s=0.0)
+    async def _score_batch(self, requests: list[list[dict[str, Any]]]) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        flat = [row for rows in requests for row in rows]
+        try:
+            scores = await loop.run_in_executor(self._executor, self._score, flat)
+        except Exception:
+            if len(requests) == 1:
+                raise
+            # one bad request must not fail the others of its batch: score each alone
+            return list(await asyncio.gather(*(loop.run_in_executor(self._executor, self._one, rows)
+                                               for rows in requests)))
+        out, start = [], 0
+        for rows in requests:
+            out.append(scores[start:start + len(rows)])
+            start += len(rows)
+        return out
+
+    def _one(self, rows: list[dict[str, Any]]) -> Any:
+        try:
+            return self._score(rows)
+        except Exception as exc:
+            return exc
+
+    async def predict(self, body: Any) -> dict[str, Any]:
+        rows = rows_of(body, self.features if self.preprocessor is None else None)
+        result = await self._score_batch(rows)
+        if isinstance(result, Exception):
+            raise result
+        return {"predictions": result}
+
+    async def __call__(self, body: Any) -> dict[str, Any]:
+        return await self.predict(body)
+
+
+PredictorDeployment = deployment(Predictor, name="PredictorDeployment")

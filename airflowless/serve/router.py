@@ -1,0 +1,177 @@
+"""Pick a replica for each request: power of two choices on ongoing requests, a bounded queue.
+
+A router lives in one process and event loop (the HTTP proxy's, or a
+replica's worker loop for handles used inside deployments). It counts the
+requests it has in flight on each replica; a replica at
+``max_ongoing_requests`` is not chosen; when all are, the request waits in a
+queue of ``max_queued_requests`` and beyond that fails at once with
+:class:`BackPressureError` (HTTP 503). A request whose replica is gone or
+draining before it started is sent to another replica.
+
+>>> import asyncio
+>>> router = Router("app/Echo", max_ongoing=2, max_queued=0)
+>>> asyncio.run(router.call("__call__", (1,), {}, timeout=0.01))  # no replicas yet
+Traceback (most recent call last):
+...
+airflowless.serve.errors.BackPressureError: ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BackPressureError, ReplicaDiedError, ServeError
+from .replica import ReplicaInfo
+from .wire import Rejected, WireClient
+
+__all__ = ["Router"]
+
+_MAX_ATTEMPTS = 4
+
+
+@dataclass
+class _Slot:
+    info: ReplicaInfo
+    ongoing: int = 0
+    dead: bool = False
+    removed: bool = False
+    client: WireClient | None = None
+    connecting: asyncio.Future[WireClient] | None = field(default=None, repr=False)
+
+    async def connection(self, label: str) -> WireClient:
+        if self.client is not None and not self.client.closed:
+            return self.client
+        if self.connecting is None or self.connecting.done():
+            self.connecting = asyncio.ensure_future(
+                WireClient.connect(self.info.host, self.info.port, self.info.token, label=label))
+        try:
+            self.client = await asyncio.shield(self.connecting)
+        except OSError as exc:
+            self.dead = True
+            raise Rejected(f"cannot connect to {label}: {exc}") from exc
+        return self.client
+
+
+class Router:
+    """Routes calls of one deployment to its replicas (see the module docstring)."""
+
+    def __init__(self, label: str, *, max_ongoing: int, max_queued: int,
+                 on_failure: Callable[[str], None] | None = None) -> None:
+        self.label = label
+        self.max_ongoing = max_ongoing
+        self.max_queued = max_queued
+        self.on_failure = on_failure
+        self._slots: dict[str, _Slot] = {}
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    # -- replica set ---------------------------------------------------------------
+    def update(self, replicas: list[ReplicaInfo], *, max_ongoing: int | None = None,
+               max_queued: int | None = None) -> None:
+        """Route to exactly these replicas from now on; requests already running finish."""
+        self.max_ongoing = max_ongoing or self.max_ongoing
+        self.max_queued = self.max_queued if max_queued is None else max_queued
+        wanted = {r.replica_id: r for r in replicas}
+        for rid, slot in list(self._slots.items()):
+            if rid not in wanted or wanted[rid] != slot.info:
+                slot.removed = True
+                del self._slots[rid]
+                self._close_when_idle(slot)
+        for rid, info in wanted.items():
+            self._slots.setdefault(rid, _Slot(info))
+        self._wake(all_waiters=True)
+
+    def _close_when_idle(self, slot: _Slot) -> None:
+        if slot.ongoing == 0 and slot.client is not None:
+            asyncio.ensure_future(slot.client.close())
+
+    @property
+    def ongoing(self) -> int:
+        return sum(s.ongoing for s in self._slots.values())
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiters)
+
+    @property
+    def replica_ids(self) -> list[str]:
+        return list(self._slots)
+
+    # -- one request -----------------------------------------------------------------
+    async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                   timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        for _ in range(_MAX_ATTEMPTS):
+            slot = await self._acquire(deadline)
+            try:
+                client = await slot.connection(f"replica {slot.info.replica_id} of {self.label}")
+                return await client.call(method, args, kwargs)
+            except Rejected as exc:  # not started there: try another replica
+                last = exc
+                self._failed(slot)
+            except ReplicaDiedError:
+                self._failed(slot)
+                raise
+            finally:
+                self._release(slot)
+        raise ServeError(f"{self.label}: no replica accepted the request after {_MAX_ATTEMPTS} tries ({last})")
+
+    async def control(self, replica_id: str, method: str, *, timeout: float) -> Any:
+        """A control call (metrics, health, drain) to one replica, outside the ongoing limit."""
+        slot = self._slots.get(replica_id)
+        if slot is None:
+            raise ServeError(f"{self.label} has no replica {replica_id!r}")
+        client = await asyncio.wait_for(slot.connection(f"replica {replica_id}"), timeout)
+        return await asyncio.wait_for(client.call(method, (), {}), timeout)
+
+    def _failed(self, slot: _Slot) -> None:
+        if not slot.dead:
+            slot.dead = True
+            if self.on_failure is not None:
+                self.on_failure(slot.info.replica_id)
+
+    def _choose(self) -> _Slot | None:
+        free = [s for s in self._slots.values() if not s.dead and s.ongoing < self.max_ongoing]
+        if len(free) > 2:
+            free = random.sample(free, 2)
+        return min(free, key=lambda s: (s.ongoing, random.random())) if free else None
+
+    async def _acquire(self, deadline: float) -> _Slot:
+        while True:
+            slot = self._choose()
+            if slot is not None:
+                slot.ongoing += 1
+                return slot
+            if len(self._waiters) >= self.max_queued:
+                raise BackPressureError(self.label, self.max_ongoing, self.max_queued)
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0.001))
+            except TimeoutError:
+                live = sum(not s.dead for s in self._slots.values())
+                raise ServeError(f"{self.label}: no replica could take the request in time "
+                                 f"({live} live replicas); retry, or add replicas") from None
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    def _release(self, slot: _Slot) -> None:
+        slot.ongoing -= 1
+        if slot.removed:
+            self._close_when_idle(slot)
+        self._wake()
+
+    def _wake(self, *, all_waiters: bool = False) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                if not all_waiters:
+                    return

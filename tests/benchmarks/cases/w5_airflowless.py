@@ -1,0 +1,39 @@
+"""W5 airflowless: PredictorDeployment (1 replica, defaults) of a LogisticRegression checkpoint."""
+
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from w5_common import ROW, make_checkpoint, run_load  # noqa: E402
+
+URL = None
+
+
+def setup():
+    global URL
+    import httpx
+
+    import airflowless
+    from airflowless import serve
+    from airflowless.train.checkpoint import Checkpoint
+
+    airflowless.init(quiet=True, dashboard_address=":0")
+    folder = make_checkpoint(tempfile.mkdtemp(prefix="w5-"))
+    serve.start(http_options={"port": 0})
+    serve.run(serve.PredictorDeployment.bind(Checkpoint(folder)), name="w5")
+    URL = serve.http_address() + "/predict"
+    for _ in range(50):
+        assert httpx.post(URL, json=ROW).status_code == 200
+
+
+def run():
+    return run_load(URL)
+
+
+def teardown():
+    import airflowless
+    from airflowless import serve
+
+    serve.shutdown()
+    airflowless.shutdown()

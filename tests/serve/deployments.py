@@ -1,0 +1,79 @@
+"""Deployments used by the tests (importable by workers: they are pickled by reference)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from airflowless import serve
+
+
+@serve.deployment(num_replicas=2)
+class Echo:
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+
+    def __call__(self, body: Any) -> dict[str, Any]:
+        return {"got": body, "suffix": self.suffix, "pid": os.getpid()}
+
+    async def shout(self, body: Any) -> dict[str, Any]:
+        return {"up": str(body).upper()}
+
+
+@serve.deployment
+class Ingress:
+    def __init__(self, echo: Any) -> None:
+        self.echo = echo
+
+    async def __call__(self, body: Any) -> dict[str, Any]:
+        inner = await self.echo.remote(body)
+        loud = await self.echo.shout.remote("hi")
+        return {"via": inner, "loud": loud}
+
+
+@serve.deployment
+def double(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict) or not isinstance(body.get("x"), int | float):
+        raise serve.BadRequestError(f"expected {{'x': number}}, got {type(body).__name__}")
+    return {"y": 2 * body["x"]}
+
+
+@serve.deployment(max_ongoing_requests=1, max_queued_requests=1)
+class Slow:
+    async def __call__(self, body: Any) -> dict[str, Any]:
+        await asyncio.sleep(0.5)
+        return {"ok": True}
+
+
+@serve.deployment
+class Batched:
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.05)
+    async def __call__(self, bodies: list[Any]) -> list[Any]:
+        self.sizes.append(len(bodies))
+        return [{"x": b["x"], "batch": len(bodies)} for b in bodies]
+
+
+@serve.deployment(autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 2,
+                                      "upscale_delay_s": 0.5, "downscale_delay_s": 1.0})
+class Busy:
+    async def __call__(self, body: Any) -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        return {"pid": os.getpid()}
+
+
+@serve.deployment(num_replicas=2, health_check_period_s=0.5)
+class Worky:
+    def __call__(self, body: Any) -> dict[str, Any]:
+        time.sleep(0.002)
+        return {"pid": os.getpid()}
+
+
+@serve.deployment
+class Broken:
+    def __init__(self) -> None:
+        raise RuntimeError("cannot load the model")
