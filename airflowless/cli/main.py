@@ -6,8 +6,10 @@ import click
 
 from .. import __version__
 from .cluster import cluster
+from .experiments import experiments
 from .run import run
 from .runs import runs
+from .serve import serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,6 +35,8 @@ def version() -> None:
 cli.add_command(run)
 cli.add_command(runs)
 cli.add_command(cluster)
+cli.add_command(experiments)
+cli.add_command(serve)
 
 
 def main() -> None:

@@ -53,7 +53,7 @@ class Dataset:
                     fn_args: Sequence[Any] = (), fn_kwargs: dict[str, Any] | None = None,
                     fn_constructor_args: Sequence[Any] = (),
                     fn_constructor_kwargs: dict[str, Any] | None = None,
-                    concurrency: int | None = None, **_ignored: Any) -> Dataset:
+                    concurrency: int | None = None, **ray_options: Any) -> Dataset:
         """``fn(batch) -> batch`` on every batch, one task per block.
 
         A class is constructed once per worker process and kept for later
@@ -61,6 +61,12 @@ class Dataset:
         this operator's tasks run at once. ``batch_size=None`` gives each call a
         whole block.
         """
+        unknown = set(ray_options) - {"num_cpus", "num_gpus", "compute", "zero_copy_batch", "memory"}
+        if unknown:
+            raise TypeError(f"map_batches got unknown argument(s) {sorted(unknown)}; it takes fn, batch_size, "
+                            "batch_format, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs, "
+                            "concurrency (Ray's num_cpus/num_gpus/compute/zero_copy_batch/memory are accepted and "
+                            "ignored)")
         transform = MapBatchesFn(fn, batch_size, batch_format, tuple(fn_args), dict(fn_kwargs or {}),
                                  tuple(fn_constructor_args), dict(fn_constructor_kwargs or {}),
                                  instance_key=uuid.uuid4().hex)
@@ -214,10 +220,11 @@ class Dataset:
     def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None,
                            device: str = "cpu", drop_last: bool = False) -> Iterator[dict[str, Any]]:
         """Batches as dicts of torch tensors."""
+        import numpy as np
         import torch
 
         for batch in self.iter_batches(batch_size=batch_size, batch_format="numpy", drop_last=drop_last):
-            yield {k: torch.as_tensor(v, dtype=dtypes.get(k) if isinstance(dtypes, dict) else dtypes, device=device)
+            yield {k: torch.as_tensor(np.require(v, requirements='W'), dtype=dtypes.get(k) if isinstance(dtypes, dict) else dtypes, device=device)
                    for k, v in batch.items()}
 
     def take(self, limit: int = 20) -> list[dict[str, Any]]:

@@ -167,17 +167,34 @@ def is_initialized() -> bool:
     return _live(_runtime)
 
 
-def get_client() -> Client:
-    """The client to use here: the worker's client inside a task, else :func:`init`'s."""
+def _worker_process() -> Any:
+    """The Dask worker this process hosts (from any of its threads), or None on a driver."""
+    from distributed import Worker, get_worker
+
+    try:
+        return get_worker()
+    except ValueError:
+        workers = list(Worker._instances)
+        return workers[0] if len(workers) == 1 else None
+
+
+def _in_task() -> bool:
     from distributed import get_worker
 
     try:
         get_worker()
+        return True
     except ValueError:
-        return init(quiet=True)
-    from distributed import get_client as dask_get_client
+        return False
 
-    return dask_get_client()
+
+def get_client() -> Client:
+    """The client to use here: the worker's own client in a worker process (a task, or a thread a
+    task started, like a Tune trial's driver), else :func:`init`'s."""
+    worker = _worker_process()
+    if worker is None:
+        return init(quiet=True)
+    return worker._get_client()  # type: ignore[no-any-return]
 
 
 @contextlib.contextmanager
@@ -187,12 +204,10 @@ def cluster_client() -> Iterator[Client]:
     Stage code that drives other cluster work uses this so it does not hold a
     worker thread while it waits.
     """
-    from distributed import get_worker, worker_client
+    from distributed import worker_client
 
-    try:
-        get_worker()
-    except ValueError:
-        yield init(quiet=True)
+    if _in_task():
+        with worker_client() as client:
+            yield client
         return
-    with worker_client() as client:
-        yield client
+    yield get_client()

@@ -13,13 +13,14 @@
 The folder is the architecture: ``deployment``/``application`` (what the user
 declares), ``controller`` (core, no I/O) + ``autoscaling`` (pure decision),
 ``adapter`` (Dask side), ``replica`` (the actor), ``wire`` (data plane),
-``router``, ``handle``, ``proxy`` (ASGI), ``batching``, ``predictor``.
+``router``, ``handle``, ``proxy`` (ASGI), ``batching``, ``predictor``, ``records`` (the store).
 """
 
 from __future__ import annotations
 
 from .api import delete, get_app_handle, http_address, run, shutdown, start, status
 from .application import Application
+from .batch_predictor import BatchPredictor
 from .batching import batch
 from .config import AutoscalingConfig, DeploymentConfig
 from .deployment import Deployment, deployment
@@ -36,6 +37,6 @@ from .predictor import Predictor, PredictorDeployment
 __all__ = [
     "deployment", "Deployment", "Application", "batch", "run", "start", "status", "delete", "shutdown",
     "get_app_handle", "http_address", "DeploymentHandle", "DeploymentResponse", "AutoscalingConfig",
-    "DeploymentConfig", "PredictorDeployment", "Predictor", "ServeError", "BadRequestError",
+    "DeploymentConfig", "PredictorDeployment", "Predictor", "BatchPredictor", "ServeError", "BadRequestError",
     "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError",
 ]

@@ -402,9 +402,9 @@ def start_runtime(*, host: str, port: int) -> ServeRuntime:
     with _lock:
         if _runtime is not None:
             return _runtime
-        from ..runtime.cluster import init
+        from ..runtime.cluster import get_client
 
-        client = init(quiet=True)
+        client = get_client()  # the worker's client inside a task (e.g. a pipeline stage), else init()
         runtime = ServeRuntime(address=client.scheduler.address, host=host, port=port)
         runtime.start()
         _runtime = runtime

@@ -19,6 +19,7 @@ from .adapter import current_runtime, start_runtime, stop_runtime
 from .application import Application, flatten
 from .errors import DeploymentNotFoundError
 from .handle import DeploymentHandle
+from .records import record_run, record_status
 
 __all__ = ["start", "run", "status", "delete", "shutdown", "get_app_handle", "http_address"]
 
@@ -59,7 +60,8 @@ def run(app: Application, *, name: str = "default", route_prefix: str | None = "
 
     Waits until every deployment has its replicas running; raises ``ServeError``
     with the replica's error if one cannot start. ``route_prefix=None`` serves
-    the application to handles only.
+    the application to handles only. Each deployment is recorded in the store
+    (see :mod:`.records`); a store that fails is logged, never raised.
     """
     if not isinstance(name, str) or not name or "/" in name:
         raise ConfigError(f"an application name must be a non-empty string without '/', got {name!r}")
@@ -71,7 +73,17 @@ def run(app: Application, *, name: str = "default", route_prefix: str | None = "
     flat = flatten(app, app_name=name)
     start()
     runtime = _runtime()
-    runtime.call(runtime.deploy(name, route_prefix, flat, timeout=timeout_s))
+    replacing = name in runtime.apps
+    try:
+        runtime.call(runtime.deploy(name, route_prefix, flat, timeout=timeout_s))
+    except BaseException:
+        if replacing:  # the running version was taken down before the new one failed
+            record_status([name], "deleted")
+        raise
+    running = status().get(name, {}).get("deployments", {})
+    record_run(name, route_prefix, http_address(), [
+        (d.name, d.config, int(running.get(d.name, {}).get("running_replicas", d.config.initial_replicas)))
+        for d, _, _ in flat])
     return DeploymentHandle(name, flat[-1][0].name)
 
 
@@ -91,6 +103,7 @@ def delete(name: str) -> None:
     """Stop an application's replicas (draining them) and remove its route."""
     runtime = _runtime()
     runtime.call(runtime.delete(name))
+    record_status([name], "deleted")
 
 
 def get_app_handle(name: str) -> DeploymentHandle:
@@ -104,7 +117,10 @@ def get_app_handle(name: str) -> DeploymentHandle:
 
 def shutdown() -> None:
     """Delete every application, stop the HTTP proxy and the serve thread. The Dask cluster stays up."""
+    runtime = current_runtime()
+    apps = sorted(runtime.apps) if runtime is not None else []
     stop_runtime()
+    record_status(apps, "stopped")
 
 
 def _runtime() -> Any:

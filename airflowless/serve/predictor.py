@@ -110,7 +110,11 @@ class Predictor:
 
         frame = pd.DataFrame.from_records(rows)
         if self.preprocessor is not None:
-            frame = self.preprocessor.transform_batch(frame)
+            try:
+                frame = self.preprocessor.transform_batch(frame)
+            except (KeyError, ValueError, TypeError) as exc:  # a missing or malformed column of the request
+                raise BadRequestError(f"the checkpoint's preprocessor cannot transform these rows: "
+                                      f"{type(exc).__name__}: {exc}") from exc
         if self.features:
             missing = [c for c in self.features if c not in frame.columns]
             if missing:

@@ -38,6 +38,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "pipeline runs and stage runs", _create("pipeline_runs", "stage_runs")),
     Migration(2, "experiments, trials, metrics per step, checkpoints",
               _create("experiments", "trials", "metrics", "checkpoints")),
+    Migration(3, "deployments", _create("deployments")),
 )
 
 

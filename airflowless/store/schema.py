@@ -2,8 +2,9 @@
 
 The schema is built up by the versioned steps in :mod:`.migrations`; this module
 only names the tables so the rest of the store can query them. Pipeline runs
-and stage runs exist now; experiments, trials, metrics and checkpoints join
-them with later migrations, keyed the same way (integer ids, a ``run_id`` link).
+and stage runs came first (migration 1); experiments, trials, metrics and
+checkpoints joined them (2), then serve's deployments (3), keyed the same way
+(integer ids, a link column where rows belong to another row).
 """
 
 from __future__ import annotations
@@ -127,4 +128,21 @@ checkpoints = Table(
     Column("metrics", JSON, nullable=False),
     Column("deleted", Integer, nullable=False, default=0),
     Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+deployments = Table(
+    "deployments",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("app", String(200), nullable=False, index=True),
+    Column("deployment", String(200), nullable=False),
+    Column("route_prefix", String(500)),
+    Column("http_address", String(200)),
+    Column("num_replicas", Integer, nullable=False),
+    Column("status", String(20), nullable=False, index=True),
+    Column("config", JSON, nullable=False),
+    Column("pid", Integer),
+    Column("hostname", String(255)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )

@@ -1,4 +1,4 @@
-"""The record store: pipeline runs and stage runs, in SQLite or PostgreSQL.
+"""The record store: pipeline runs and stage runs (experiments and deployments in mixins), in SQLite or PostgreSQL.
 
 >>> from airflowless.store import open_store
 >>> store = open_store("sqlite://")            # in memory, for a quick look
@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 
 from ..errors import StoreError
 from . import schema
+from .deployments import DeploymentRecords
 from .engine import make_engine
 from .experiments import ExperimentRecords
 from .migrations import migrate
@@ -53,7 +54,7 @@ def _to_utc(fields: dict[str, Any]) -> dict[str, Any]:
             for k, v in fields.items()}
 
 
-class Store(ExperimentRecords):
+class Store(ExperimentRecords, DeploymentRecords):
     """The record of runs. Build with :func:`open_store`."""
 
     def __init__(self, engine: Engine) -> None:

@@ -36,8 +36,10 @@ def features_and_label(shard: Any, label_column: str) -> tuple[Any, Any]:
 
 def save_preprocessor(folder: str, preprocessor: Any) -> None:
     if preprocessor is not None:
+        import cloudpickle  # a BatchMapper may hold a lambda
+
         with open(os.path.join(folder, PREPROCESSOR_FILE), "wb") as f:
-            pickle.dump(preprocessor, f)
+            cloudpickle.dump(preprocessor, f)
 
 
 def load_preprocessor(checkpoint: Checkpoint) -> Any:

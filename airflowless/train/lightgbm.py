@@ -1,7 +1,9 @@
 """LightGBMTrainer: distributed LightGBM through its socket network (``machines``).
 
 Metrics are named ``<dataset>-<metric>`` with LightGBM's metric names
-(``train-binary_logloss``, ``valid-binary_error``...).
+(``train-binary_logloss``, ``valid-binary_error``...). Evaluation datasets are
+given whole to every rank (LightGBM does not combine metrics across ranks), so
+their metrics cover all their rows; ``train-*`` metrics are rank 0's part.
 """
 
 from __future__ import annotations
@@ -70,6 +72,17 @@ class LightGBMTrainer(GBDTTrainer):
 
     def _loop(self) -> Any:
         return _lightgbm_loop
+
+    def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str]) -> list[dict[str, Any]]:
+        # LightGBM computes a rank's metrics on that rank's rows only, without combining
+        # them across ranks: every rank gets all of each evaluation dataset, so that the
+        # reported <dataset>-<metric> covers the whole of it (train-* is rank 0's part).
+        assigned = super()._shards(client, {"train": datasets["train"]}, workers)
+        for name, plan in datasets.items():
+            if name != "train":
+                for shard in assigned:
+                    shard[name] = (list(plan.blocks), sum(plan.rows))
+        return assigned
 
     @staticmethod
     def get_model(checkpoint: Checkpoint) -> Any:

@@ -12,19 +12,16 @@ def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, 
 
     ``equal``: every rank gets exactly ``rows // n`` rows (slices cut on the
     workers), as lock-step collectives need. Otherwise whole blocks go to the
-    rank on the worker that holds them, balanced by rows.
+    rank on the worker that holds them, balanced by rows; when whole blocks
+    cannot be balanced (e.g. fewer blocks than ranks), the rows are cut into
+    ``n`` near-equal slices instead, so that every row is used and no rank is empty.
     """
     n = len(workers)
     shards: list[dict[str, Any]] = [{} for _ in range(n)]
     for name, plan in datasets.items():
+        total = sum(plan.rows)
         if equal:
-            from ..data.splits import _cut
-
-            each = sum(plan.rows) // n
-            parts = _cut(plan, [each * i for i in range(n + 1)])
-            for rank, part in enumerate(parts):
-                plan_part: Any = part._plan
-                shards[rank][name] = (list(plan_part.blocks), sum(plan_part.rows))
+            _cut_evenly(plan, name, shards, [total // n * i for i in range(n + 1)])
             continue
         who = client.who_has(list(plan.blocks))
         loads = [0] * n
@@ -38,6 +35,17 @@ def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, 
             rank = min(candidates, key=lambda r: loads[r])
             lists[rank].append(block)
             loads[rank] += rows
+        if n > 1 and max(loads) > target * 1.15 + 1:
+            _cut_evenly(plan, name, shards, [total * i // n for i in range(n + 1)])
+            continue
         for rank in range(n):
             shards[rank][name] = (lists[rank], loads[rank])
     return shards
+
+
+def _cut_evenly(plan: Any, name: str, shards: list[dict[str, Any]], bounds: list[int]) -> None:
+    from ..data.splits import _cut
+
+    for rank, part in enumerate(_cut(plan, bounds)):
+        plan_part: Any = part._plan
+        shards[rank][name] = (list(plan_part.blocks), sum(plan_part.rows))

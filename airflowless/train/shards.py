@@ -59,10 +59,11 @@ class DataShard:
 
     def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None, device: str = "cpu",
                            drop_last: bool = False) -> Iterator[dict[str, Any]]:
+        import numpy as np
         import torch
 
         for batch in self.iter_batches(batch_size=batch_size, batch_format="numpy", drop_last=drop_last):
-            yield {k: torch.as_tensor(v, dtype=dtypes.get(k) if isinstance(dtypes, dict) else dtypes, device=device)
+            yield {k: torch.as_tensor(np.require(v, requirements='W'), dtype=dtypes.get(k) if isinstance(dtypes, dict) else dtypes, device=device)
                    for k, v in batch.items()}
 
     def to_arrow(self) -> pa.Table:

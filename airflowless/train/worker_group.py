@@ -125,12 +125,16 @@ class WorkerGroup:
     # -- placement -----------------------------------------------------------------
     def _offers(self) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
         def read(dask_scheduler: Any) -> Any:
-            return {addr: (dict(ws.resources), dict(ws.used_resources))
+            return {addr: (dict(ws.resources), dict(ws.used_resources),
+                           any("-rank" in str(ts.key) for ts in ws.processing))
                     for addr, ws in dask_scheduler.workers.items()}
 
         found = self.client.run_on_scheduler(read)
-        totals = {addr: total for addr, (total, _) in found.items()}
-        free = {addr: {k: v - used.get(k, 0.0) for k, v in total.items()} for addr, (total, used) in found.items()}
+        totals = {addr: total for addr, (total, _, _) in found.items()}
+        # One rank per worker process: a worker already hosting a rank (of any group) offers nothing,
+        # since the frameworks' collectives are process-wide.
+        free = {addr: ({} if hosting else {k: v - used.get(k, 0.0) for k, v in total.items()})
+                for addr, (total, used, hosting) in found.items()}
         return totals, free
 
     def check_capacity(self) -> None:
@@ -163,7 +167,8 @@ class WorkerGroup:
         """Place all ranks at once and start them; returns when every rank has started."""
         from distributed import Event, Lock
 
-        self.client.subscribe_topic(self._topic, lambda event: self.events.put(event[1]))
+        events = self.events  # the handler holds the queue only, not the group
+        self.client.subscribe_topic(self._topic, lambda event: events.put(event[1]))
         Event(f"{self.group}-stop", client=self.client).clear()
         with Lock(_PLACEMENT_LOCK):
             self.workers = self._place(prefer or [])
@@ -190,7 +195,9 @@ class WorkerGroup:
             self.events.put(message)
 
     def _check_alive(self) -> None:
-        alive = set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        # Asked of the scheduler directly: Client.scheduler_info() returns a cache that the
+        # client's periodic refresh overwrites with no workers in it.
+        alive = set(self.client.run_on_scheduler(_worker_addresses))
         for rank, (worker, future) in enumerate(zip(self.workers, self.futures, strict=False)):
             if future.status == "error":
                 raise RankFailedError(_rank_error(rank, future))
@@ -208,11 +215,13 @@ class WorkerGroup:
                     seen.add(key)
                     on_report(message)
 
+        checked = time.monotonic()
         while not all(f.done() for f in self.futures):
-            try:
+            with contextlib.suppress(queue.Empty):
                 handle(self.events.get(timeout=0.25))
-            except queue.Empty:
+            if time.monotonic() - checked >= 0.25:  # also while reports keep coming
                 self._check_alive()
+                checked = time.monotonic()
         # reports still on their way: the scheduler keeps the topic's history
         time.sleep(0.05)
         for _, message in self.client.get_events(self._topic):
@@ -229,19 +238,38 @@ class WorkerGroup:
 
         Event(f"{self.group}-stop", client=self.client).set()
 
-    def shutdown(self) -> None:
-        """Cancel what still runs and forget the group's scheduler state."""
-        from distributed import Event, Variable
+    def shutdown(self, grace_s: float = 5.0) -> None:
+        """Stop the ranks still running, cancel those not stopped in ``grace_s``, forget the group's state.
 
-        self.request_stop()
-        self.client.cancel([f for f in self.futures if not f.done()])
+        A rank stops at its next report once asked to. Cancelling a rank's
+        task cannot end its thread, and its worker keeps the rank's resources
+        until the thread ends: so the ranks are asked first, and the stop
+        event stays set for any rank still running afterwards.
+        """
+        from distributed import Event, Variable, wait
+
+        running = [f for f in self.futures if not f.done()]
+        if running:
+            self.request_stop()
+            with contextlib.suppress(Exception):  # a timeout: cancelled below
+                wait(running, timeout=grace_s)
+        stragglers = [f for f in self.futures if not f.done()]
+        self.client.cancel(stragglers)
         with contextlib.suppress(Exception):
             self.client.unsubscribe_topic(self._topic)
+        # distributed's unsubscribe_topic leaves the handler registered on the client; drop it
+        getattr(self.client, "_event_handlers", {}).pop(self._topic, None)
+        self.futures = []  # release the rank tasks, so that the scheduler forgets them
         for name in ("master", "tracker", *[f"rank-{r}" for r in range(self.num_workers)]):
             with contextlib.suppress(Exception):
                 Variable(f"{self.group}-{name}", client=self.client).delete()
-        with contextlib.suppress(Exception):
-            Event(f"{self.group}-stop", client=self.client).clear()
+        if not stragglers:
+            with contextlib.suppress(Exception):
+                Event(f"{self.group}-stop", client=self.client).clear()
+
+
+def _worker_addresses(dask_scheduler: Any) -> list[str]:
+    return list(dask_scheduler.workers)
 
 
 def _rank_error(rank: int, future: Future) -> str:

@@ -29,7 +29,7 @@ def _xgboost_loop(config: dict[str, Any]) -> None:
 
     params = {"tree_method": "hist", **config["params"], "nthread": config["nthread"]}
     x, y = features_and_label(get_dataset_shard("train"), config["label_column"])
-    dtrain = xgb.QuantileDMatrix(x, label=y) if params["tree_method"] in ("hist", "approx") else xgb.DMatrix(x, y)
+    dtrain = xgb.QuantileDMatrix(x, label=y) if params["tree_method"] == "hist" else xgb.DMatrix(x, label=y)
     evals = [(dtrain, "train")]
     for name in config["datasets"]:
         if name != "train":

@@ -1,6 +1,6 @@
 """The Tune controller's core: events in, actions out, no I/O.
 
-The adapter (:mod:`.executor`) feeds it what happened — a trial reported, ended,
+The adapter (``_Loop`` in :mod:`.tuner`) feeds it what happened — a trial reported, ended,
 failed — and carries out what it returns: start a trial (maybe from a
 checkpoint), stop one. Everything the experiment knows lives here, so it can be
 saved and restored.
@@ -8,8 +8,8 @@ saved and restored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .schedulers.base import Decision, FIFOScheduler, TrialScheduler, TrialView
@@ -21,8 +21,11 @@ __all__ = ["Start", "Stop", "TuneController"]
 
 @dataclass(frozen=True)
 class Start:
+    """Run ``trial``; from ``checkpoint`` if given, its reports numbered on from ``iteration``."""
+
     trial: Trial
     checkpoint: str | None = None
+    iteration: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class TuneController:
                 return actions
             if trial.status == TrialStatus.PENDING:
                 trial.status = TrialStatus.RUNNING
-                actions.append(Start(trial, trial.checkpoint))
+                actions.append(Start(trial, trial.checkpoint, trial.checkpoint_iteration if trial.checkpoint else 0))
         while not self.search_finished and len(self.running) < self.max_concurrent:
             trial_id = f"trial_{self._counter:05d}"
             config = self.searcher.suggest(trial_id)
@@ -86,6 +89,7 @@ class TuneController:
         trial.results.append(result)
         if result.get("checkpoint_uri"):
             trial.checkpoint = result["checkpoint_uri"]
+            trial.checkpoint_iteration = trial.iteration
         self.searcher.on_trial_result(trial_id, result)
         decision = self.scheduler.on_trial_result(self._view(trial), result)
         if any(stopper(trial_id, result) for stopper in self.stoppers):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from datetime import datetime, timezone
 from typing import Any
 
@@ -26,6 +25,7 @@ class ExperimentRecorder:
         self.experiment_id: int | None = None
         self._metrics: list[tuple[int, int, dict[str, Any]]] = []
         self._updates: dict[int, dict[str, Any]] = {}
+        self._checkpoints: list[tuple[int, int, str, dict[str, Any]]] = []
 
     def create(self) -> None:
         self.experiment_id = self.store.create_experiment(
@@ -33,21 +33,30 @@ class ExperimentRecorder:
                                             "num_samples": self.tune_config.num_samples},
             storage_path=self.path, metric=self.tune_config.metric, mode=self.tune_config.mode)
 
-    def attach(self, experiment_id: int, trials: dict[str, Trial]) -> None:
-        """Continue a restored experiment; reports the store has beyond the saved state are taken back."""
+    def attach(self, experiment_id: int, trials: dict[str, Trial]) -> dict[str, dict[str, Any]]:
+        """Continue a restored experiment; what the store has beyond the saved state is taken back:
+        reports, the latest checkpoint, restarts. Returns the records of trials that ended meanwhile."""
         self.experiment_id = experiment_id
         self.store.set_experiment_status(experiment_id, "running")
+        ended: dict[str, dict[str, Any]] = {}
         for record in self.store.list_trials(experiment_id):
             trial = trials.get(record["name"])
             if trial is None:
                 continue
             trial.record_id = record["id"]
+            trial.restarts = max(trial.restarts, int(record["restarts"] or 0))
+            saved = self.store.trial_checkpoints(record["id"])
+            if saved and (trial.checkpoint is None or saved[-1]["step"] > trial.checkpoint_iteration):
+                trial.checkpoint, trial.checkpoint_iteration = saved[-1]["uri"], int(saved[-1]["step"])
+            if record["status"] in ("terminated", "errored") and not trial.finished:
+                ended[trial.trial_id] = record
             known = {int(r.get("training_iteration", 0)) for r in trial.results}
             for row in self.store.trial_metrics(record["id"]):
                 step = row.pop("step")
                 if step not in known:
                     trial.results.append({**row, "training_iteration": step})
             trial.results.sort(key=lambda r: int(r.get("training_iteration", 0)))
+        return ended
 
     def _update(self, trial: Trial, **fields: Any) -> None:
         if trial.record_id is not None:
@@ -68,6 +77,7 @@ class ExperimentRecorder:
         fields: dict[str, Any] = {"iterations": step, "last_metrics": metrics}
         if result.get("checkpoint_uri"):
             fields["checkpoint_uri"] = result["checkpoint_uri"]
+            self._checkpoints.append((trial.record_id, step, result["checkpoint_uri"], metrics))
         self._update(trial, **fields)
 
     def trial_restarted(self, trial: Trial) -> None:
@@ -78,17 +88,19 @@ class ExperimentRecorder:
                      finished_at=datetime.now(timezone.utc))
 
     def flush(self) -> None:
-        if not self._metrics and not self._updates:
+        if not self._metrics and not self._updates and not self._checkpoints:
             return
-        metrics, updates = self._metrics, self._updates
-        self._metrics, self._updates = [], {}
-        with contextlib.suppress(Exception):  # a reported result already sent twice is kept once
+        metrics, updates, checkpoints = self._metrics, self._updates, self._checkpoints
+        self._metrics, self._updates, self._checkpoints = [], {}, []
+        try:
             self.store.record_batch(metrics, updates)
-            return
-        for trial_id, step, values in metrics:  # fall back row by row (duplicates skipped)
-            self.store.add_metrics(trial_id, step, values)
-        for trial_id, fields in updates.items():
-            self.store.update_trial(trial_id, **fields)
+        except Exception:  # a reported result already sent twice is kept once
+            for trial_id, step, values in metrics:  # fall back row by row (duplicates skipped)
+                self.store.add_metrics(trial_id, step, values)
+            for trial_id, fields in updates.items():
+                self.store.update_trial(trial_id, **fields)
+        for trial_id, step, uri, values in checkpoints:  # after the reports: restore trusts the pair
+            self.store.add_checkpoint(trial_id, step, uri, values)
 
     def finish(self, trials: dict[str, Trial]) -> None:
         if self.experiment_id is None:

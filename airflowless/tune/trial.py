@@ -24,6 +24,7 @@ class Trial:
     status: TrialStatus = TrialStatus.PENDING
     results: list[dict[str, Any]] = field(default_factory=list)
     checkpoint: str | None = None
+    checkpoint_iteration: int = 0  # the iteration whose report carried ``checkpoint``
     restarts: int = 0
     error: str | None = None
     stopped_early: bool = False

@@ -124,7 +124,13 @@ class Tuner:
             recorder = ExperimentRecorder(self.name, self.path, self.tune_config, self.param_space)
             if self._restored is not None:
                 controller.set_state(self._restored["controller"])
-                recorder.attach(self._restored["experiment_id"], controller.trials)
+                ended = recorder.attach(self._restored["experiment_id"], controller.trials)
+                for trial_id, record in ended.items():  # ended after the state was saved: the store knows
+                    if record["status"] == "errored":
+                        controller.trials[trial_id].restarts = controller.max_failures  # no retry left
+                        controller.on_error(trial_id, record.get("error") or "errored")
+                    else:
+                        controller.on_complete(trial_id)
             else:
                 recorder.create()
             _Loop(self, controller, recorder, client).run()
@@ -164,16 +170,23 @@ class _Loop:
         self.threads: dict[str, TrainerTrial] = {}
         self.expected: dict[str, tuple[int, float]] = {}  # trial -> (reports its task sent, when it ended)
         self.received: dict[str, int] = {}
-        self.seen: set[tuple[str, int]] = set()
+        # (trial, iteration) already handled; a restored experiment's reports count as seen
+        self.seen: set[tuple[str, int]] = {(t.trial_id, int(r.get("training_iteration", 0)))
+                                           for t in controller.trials.values() for r in t.results}
         needs_stop = self.controller.scheduler.needs_results_promptly or bool(self.controller.stoppers)
         self.stop_events = needs_stop
 
     def run(self) -> None:
         self.client.subscribe_topic(self.topic, lambda event: self.events.put(("message", event[1])))
         last_save = 0.0
+        saved_trials = -1
         try:
             while True:
-                for action in self.controller.next_actions():
+                actions = self.controller.next_actions()
+                if len(self.controller.trials) != saved_trials:  # new trials are in the state before they run
+                    self.tuner._save_state(self.controller, self.recorder.experiment_id)
+                    last_save, saved_trials = time.monotonic(), len(self.controller.trials)
+                for action in actions:
                     self._start(action)
                 self._drain(timeout=0.05)
                 self._finish_ended_tasks()
@@ -200,7 +213,8 @@ class _Loop:
         trial = action.trial
         self.recorder.trial_started(trial)
         storage_dir = f"{self.tuner.path}/{trial.trial_id}"
-        start_iteration = trial.iteration
+        start_iteration = action.iteration  # a restarted trial numbers its reports on from its checkpoint
+        self.received[trial.trial_id] = 0
         if isinstance(self.tuner.trainable, BaseTrainer):
             thread = TrainerTrial(self.tuner.trainable, trial.config, trial.trial_id, storage_dir,
                                   action.checkpoint, self.events)
@@ -265,7 +279,10 @@ class _Loop:
 
     def _result(self, trial_id: str, result: dict[str, Any]) -> None:
         key = (trial_id, int(result.get("training_iteration", 0)))
-        if key in self.seen:
+        if key in self.seen:  # replayed by a trial restarted from an earlier checkpoint: kept once
+            future = self.futures.get(trial_id)
+            if self.stop_events and future is not None and not future.done():
+                self._decide(trial_id, "CONTINUE")  # its task still waits for an answer
             return
         self.seen.add(key)
         stopped = False

@@ -50,6 +50,8 @@ def test_predictor_deployment_xgboost(serve_url: str, tmp_path: Path) -> None:
     missing = httpx.post(f"{serve_url}/predict", json={"trip_distance": 1.0})
     assert missing.status_code == 400
     assert "fare_amount" in missing.json()["error"] and "hour" in missing.json()["error"]
+    no_input = httpx.post(f"{serve_url}/predict", json={"fare_amount": 1.0, "hour": 2})  # the preprocessor's
+    assert no_input.status_code == 400 and "trip_distance" in no_input.json()["error"]
     for body in ([], "x", [1], {"trip_distance": [1]}, {**row, "hour": 10**400}, {**row, "hour": {"a": 1}},
                  [row, 5]):
         reply = httpx.post(f"{serve_url}/predict", json=body) if body != {**row, "hour": 10**400} else \

@@ -182,8 +182,8 @@ def test_processes_opening_a_fresh_database_together_all_succeed(backend_url: st
                     assert runs == N_PROCESSES
                     if engine.dialect.name == "postgresql":  # make it fresh again for the next round
                         conn.execute(sa.text(
-                            "DROP TABLE checkpoints, metrics, trials, experiments, stage_runs, pipeline_runs, "
-                            "airflowless_schema_version CASCADE"))
+                            "DROP TABLE deployments, checkpoints, metrics, trials, experiments, stage_runs, "
+                            "pipeline_runs, airflowless_schema_version CASCADE"))
             finally:
                 engine.dispose()
     finally:

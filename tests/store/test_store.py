@@ -52,11 +52,12 @@ def _assert_utc(value: datetime | None, *, near: datetime) -> None:
 # -- schema and migrations ----------------------------------------------------------------
 
 def test_migrate_creates_every_schema_version(db: Store) -> None:
-    assert db.version == MIGRATIONS[-1].version == 2
-    assert _version_rows(db) == [1, 2]
+    assert db.version == MIGRATIONS[-1].version == 3
+    assert _version_rows(db) == [1, 2, 3]
     with db.engine.connect() as conn:
         names = set(inspect(conn).get_table_names())
-    assert {"airflowless_schema_version", "pipeline_runs", "stage_runs"} <= names
+    assert {"airflowless_schema_version", "pipeline_runs", "stage_runs", "experiments", "trials", "metrics",
+            "checkpoints", "deployments"} <= names
 
 
 def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
@@ -67,8 +68,8 @@ def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
     for _ in range(2):
         again = open_store(backend_url)
         try:
-            assert again.version == 2
-            assert _version_rows(again) == [1, 2]  # no second row for the same migration
+            assert again.version == 3
+            assert _version_rows(again) == [1, 2, 3]  # no second row for the same migration
             assert again.get_run(run_id).pipeline == "demo"  # and the data is still there
             assert again.count_runs() == 1
         finally:
@@ -232,6 +233,38 @@ def test_find_output_only_done_stages_with_an_output(db: Store) -> None:
     db.add_stages(third, [_stage("load", status=StageStatus.FAILED, output_uri="file:///third.pkl")])
     found = db.find_output("k")
     assert found is not None and found.run_id == second
+
+
+# -- deployments ----------------------------------------------------------------------------
+
+def test_deployments_are_recorded_and_move_to_ended_states(db: Store) -> None:
+    before = datetime.now(timezone.utc)
+    config = {"num_replicas": 2, "autoscaling_config": None, "user_config": {"k": (1, 2)}}
+    first = db.record_deployment("taxi", "Model", route_prefix="/predict", num_replicas=2,
+                                 http_address="http://127.0.0.1:8000", config=config, pid=11, hostname="h")
+    db.record_deployment("taxi", "Ingress", route_prefix="/predict", num_replicas=1,
+                         http_address="http://127.0.0.1:8000", config={}, pid=11, hostname="h")
+    db.record_deployment("taxi", "Model", route_prefix="/", num_replicas=1, http_address=None, config={},
+                         pid=22, hostname="h")  # the same app name served by another process
+    rows = db.list_deployments()
+    assert [(r["deployment"], r["pid"]) for r in rows] == [("Model", 22), ("Ingress", 11), ("Model", 11)]
+    model = rows[-1]
+    assert model["id"] == first and model["status"] == "running" and model["num_replicas"] == 2
+    assert model["config"] == {"num_replicas": 2, "autoscaling_config": None, "user_config": {"k": [1, 2]}}
+    assert (model["route_prefix"], model["http_address"], model["hostname"]) == \
+        ("/predict", "http://127.0.0.1:8000", "h")
+    _assert_utc(model["created_at"], near=before)
+    _assert_utc(model["updated_at"], near=before)
+
+    assert db.update_deployment_status("taxi", "stopped", pid=11, hostname="h") == 2
+    assert db.update_deployment_status("taxi", "deleted", pid=11) == 0  # ended rows keep their state
+    assert [r["pid"] for r in db.list_deployments(status="running")] == [22]
+    assert {r["status"] for r in db.list_deployments() if r["pid"] == 11} == {"stopped"}
+    assert db.update_deployment_status("taxi", "deleted") == 1
+    assert db.list_deployments(status="running") == []
+    assert len(db.list_deployments(limit=1)) == 1
+    with pytest.raises(ValueError, match="status is one of"):
+        db.update_deployment_status("taxi", "gone")
 
 
 # -- datetimes --------------------------------------------------------------------------------

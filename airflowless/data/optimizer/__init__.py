@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ..logical.operators import LogicalOp
 from . import drop_noops, fuse_maps, push_filter, push_limit, push_projection
 
-__all__ = ["RULES", "optimize", "apply_rule"]
+__all__ = ["RULES", "FINAL_RULES", "optimize", "apply_rule"]
 
 Rule = Callable[[LogicalOp], "LogicalOp | None"]
 
@@ -21,8 +21,11 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("push_limit", push_limit.rule),
     ("push_filter", push_filter.rule),
     ("push_projection", push_projection.rule),
-    ("fuse_maps", fuse_maps.rule),
 )
+"""Rewrites, repeated until none changes the plan."""
+
+FINAL_RULES: tuple[tuple[str, Rule], ...] = (("fuse_maps", fuse_maps.rule),)
+"""Run once after the rewrites: fusing earlier would hide maps from the push-down rules."""
 
 
 def apply_rule(op: LogicalOp, rule: Rule) -> LogicalOp:
@@ -40,11 +43,13 @@ def apply_rule(op: LogicalOp, rule: Rule) -> LogicalOp:
 
 
 def optimize(op: LogicalOp) -> LogicalOp:
-    """The plan after every rule in :data:`RULES`, repeated until no rule changes it."""
+    """The plan after the :data:`RULES` reach a fixed point, then the :data:`FINAL_RULES`."""
     for _ in range(10):
         before = op
         for _name, rule in RULES:
             op = apply_rule(op, rule)
         if op is before:
             break
+    for _name, rule in FINAL_RULES:
+        op = apply_rule(op, rule)
     return op

@@ -30,7 +30,12 @@ class TorchBackend(Backend):
 
     @contextlib.contextmanager
     def rank_context(self, spec: Any, rendezvous: Any) -> Iterator[dict[str, Any]]:
+        # torch._dynamo is imported (DistributedDataParallel imports it) before the group
+        # exists: it keeps a reference to the process group present when it is first
+        # imported, whose store and gloo listeners would then stay open after the group
+        # is destroyed.
         import torch
+        import torch._dynamo  # noqa: F401
         import torch.distributed as dist
 
         if spec.rank == 0:

@@ -71,8 +71,9 @@ class ASHAScheduler(TrialScheduler):
                                            self.reduction_factor))
 
     def on_trial_add(self, trial: TrialView) -> None:
-        # trials go round-robin into brackets, as Ray's AsyncHyperBand does in expectation
-        self._assigned[trial.trial_id] = len(self._assigned) % len(self._brackets)
+        # trials go round-robin into brackets, as Ray's AsyncHyperBand does in expectation;
+        # a trial added again (a restored experiment) keeps its bracket
+        self._assigned.setdefault(trial.trial_id, len(self._assigned) % len(self._brackets))
 
     def on_trial_result(self, trial: TrialView, result: dict[str, Any]) -> Decision:
         t = float(result.get(self.time_attr, trial.iteration))

@@ -24,7 +24,10 @@ def _distribution(path: Path, domain: Domain) -> Any:
         return od.FloatDistribution(domain.lower, domain.upper, log=domain.log,  # type: ignore[arg-type]
                                     step=None if domain.log else domain.q)
     if isinstance(domain, Integer):
-        return od.IntDistribution(domain.lower, domain.upper - 1, log=domain.log, step=domain.q or 1)
+        # randint excludes its upper bound, qrandint includes it (as Integer.sample does);
+        # Optuna has no quantized log distribution, so q is dropped there (as for floats)
+        return od.IntDistribution(domain.lower, domain.upper if domain.q else domain.upper - 1, log=domain.log,
+                                  step=1 if domain.log else domain.q or 1)
     if isinstance(domain, Categorical):
         return od.CategoricalDistribution(list(domain.categories))
     raise ConfigError(f"OptunaSearch cannot translate {type(domain).__name__} at {'.'.join(path)}")
@@ -91,8 +94,14 @@ class OptunaSearch(Searcher):
             self._study.tell(trial, float(result[self.metric]))
 
     def get_state(self) -> dict[str, Any]:
-        return {"study": base64.b64encode(cloudpickle.dumps(self._study)).decode(), "remaining": self._remaining}
+        return {"study": base64.b64encode(cloudpickle.dumps(self._study)).decode(), "remaining": self._remaining,
+                "live": {trial_id: trial._trial_id for trial_id, trial in self._live.items()}}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        import optuna
+
         self._study = cloudpickle.loads(base64.b64decode(state["study"]))
         self._remaining = state["remaining"]
+        # trials that were running: they run again and are told to the study when they end
+        self._live = {trial_id: optuna.trial.Trial(self._study, number)
+                      for trial_id, number in state.get("live", {}).items()}

@@ -8,6 +8,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -75,6 +76,8 @@ class Integer(Domain):
             raise ConfigError(f"an integer range needs lower < upper, got ({self.lower}, {self.upper})")
         if self.log and self.lower <= 0:
             raise ConfigError(f"a log integer range needs lower > 0, got {self.lower}")
+        if self.q is not None and self.q <= 0:
+            raise ConfigError(f"the quantization q must be > 0, got {self.q}")
 
     def sample(self, rng: random.Random, spec: Any = None) -> int:
         if self.log:
@@ -105,10 +108,16 @@ class Function(Domain):
     fn: Callable[..., Any]
 
     def sample(self, rng: random.Random, spec: Any = None) -> Any:
-        try:
-            return self.fn(spec)
-        except TypeError:
-            return self.fn()
+        # called once: an error of fn's own (a TypeError too) is raised as it is
+        return self.fn(spec) if _takes_an_argument(self.fn) else self.fn()
+
+
+def _takes_an_argument(fn: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: give it the spec
+        return True
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
 
 
 @dataclass(frozen=True)

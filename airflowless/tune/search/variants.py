@@ -51,11 +51,14 @@ def check_space(space: Any) -> dict[str, Any]:
 
 
 def grid_points(space: dict[str, Any]) -> list[dict[Path, Any]]:
-    """Every combination of the grid_search values (one empty point when there is no grid)."""
+    """Every combination of the grid_search values (one empty point when there is no grid).
+
+    Ray's order: grid paths sorted, the first one varying fastest.
+    """
     grids = {path: value.values for path, value in flatten(space).items() if isinstance(value, GridSearch)}
     if not grids:
         return [{}]
-    paths = list(grids)
+    paths = sorted(grids, reverse=True)  # itertools.product varies its last argument fastest
     return [dict(zip(paths, combo, strict=True)) for combo in itertools.product(*(grids[p] for p in paths))]
 
 

@@ -1,0 +1,156 @@
+"""``airflowless experiments``: read the record of experiments (Tuner searches and Trainer fits).
+
+airflowless experiments list
+airflowless experiments show taxi-tune      # by name (the latest with it) or by id
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+from .runs import _open
+
+_STYLE = {"terminated": "green", "errored": "red", "terminated_with_errors": "yellow", "running": "blue",
+          "pending": "cyan", "paused": "magenta"}
+
+
+@click.group()
+def experiments() -> None:
+    """List and show experiments (Tuner searches, Trainer fits) and their trials from the store."""
+
+
+@experiments.command("list")
+@click.option("--limit", default=20, show_default=True, help="How many of the latest experiments.")
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def list_experiments(limit: int, db: str | None) -> None:
+    """The latest experiments, newest first, with their trial counts and best result."""
+    from rich.table import Table
+
+    from .render import _console
+
+    store = _open(db)
+    found = store.list_experiments(limit=limit)
+    if not found:
+        click.echo(f"no experiments in the store at {store.url}")
+        return
+    table = Table(title="experiments", title_justify="left")
+    for column in ("id", "name", "kind", "status", "trials", "metric", "best", "started", "duration"):
+        table.add_column(column, overflow="fold")
+    for experiment in found:
+        trials = store.list_trials(experiment["id"])
+        best = _best(experiment, trials)
+        table.add_row(str(experiment["id"]), experiment["name"], experiment["kind"], _status(experiment["status"]),
+                      _counts(trials, all_statuses=False), _metric(experiment),
+                      "" if best is None else f"{_number(best[1])} ({best[0]['name']})",
+                      _utc(experiment["created_at"]).strftime("%Y-%m-%d %H:%M:%S"),
+                      _duration(experiment["created_at"], experiment["finished_at"]))
+    _console().print(table)
+    click.echo("see one with: airflowless experiments show NAME_OR_ID")
+
+
+@experiments.command("show")
+@click.argument("name_or_id")
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def show_experiment(name_or_id: str, db: str | None) -> None:
+    """One experiment (by name, the latest with it, or by id): its trials, their status and last metrics."""
+    from rich.table import Table
+
+    from .render import _console, _short
+
+    store = _open(db)
+    experiment = store.find_experiment(name_or_id)
+    if experiment is None:
+        click.echo(f"error: no experiment {name_or_id!r} in the store at {store.url}; "
+                   "see `airflowless experiments list`", err=True)
+        sys.exit(2)
+    trials = store.list_trials(experiment["id"])
+    took = _duration(experiment["created_at"], experiment["finished_at"])
+    table = Table(title=f"experiment {experiment['id']} {experiment['name']} ({experiment['kind']}): "
+                        f"{experiment['status']}" + (f" in {took}" if took else ""), title_justify="left")
+    for column in ("trial", "status", "iterations", "restarts", "last metrics", "checkpoint"):
+        table.add_column(column, overflow="fold")
+    root = (experiment["storage_path"] or "").rstrip("/") + "/"
+    for trial in trials:
+        checkpoint = trial["checkpoint_uri"] or ""
+        table.add_row(trial["name"], _status(trial["status"]), str(trial["iterations"]), str(trial["restarts"]),
+                      _short(_metrics(trial["last_metrics"]), 60),
+                      checkpoint.removeprefix(root) if root != "/" else checkpoint)
+    console = _console()
+    console.print(table)
+    lines = [f"trials: {_counts(trials)}"]
+    if experiment["metric"]:
+        best = _best(experiment, trials)
+        lines.append(f"metric: {_metric(experiment)}" + (
+            "" if best is None else f"; best {_number(best[1])} in {best[0]['name']} "
+                                    f"(config {_plain(best[0]['config'])})"))
+    if experiment["storage_path"]:
+        lines.append(f"storage: {experiment['storage_path']}")
+    for line in lines:
+        click.echo(line)
+    for trial in trials:
+        if trial["error"]:
+            click.echo(f"\n--- trial {trial['name']} ---\n{trial['error']}")
+    if experiment["error"]:
+        click.echo(f"\n--- experiment ---\n{experiment['error']}")
+
+
+# -- formatting ---------------------------------------------------------------------------------
+
+def _status(text: str) -> str:
+    style = _STYLE.get(text)
+    return f"[{style}]{text}[/{style}]" if style else text
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _duration(start: datetime, end: datetime | None) -> str:
+    return "" if end is None else f"{(_utc(end) - _utc(start)).total_seconds():.1f}s"
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _metrics(values: dict[str, Any] | None) -> str:
+    shown = {k: v for k, v in (values or {}).items() if k != "training_iteration" and not k.startswith("_")}
+    return ", ".join(f"{k}={_number(v)}" for k, v in shown.items())
+
+
+def _plain(config: Any) -> str:
+    if isinstance(config, dict):
+        return "{" + ", ".join(f"{k}: {_plain(v)}" for k, v in config.items()) + "}"
+    return _number(config)
+
+
+def _metric(experiment: dict[str, Any]) -> str:
+    return f"{experiment['metric']} ({experiment['mode']})" if experiment["metric"] else ""
+
+
+def _counts(trials: list[dict[str, Any]], *, all_statuses: bool = True) -> str:
+    """``3 (2 terminated, 1 errored)``; without ``all_statuses`` the terminated ones go unsaid."""
+    by_status: dict[str, int] = {}
+    for trial in trials:
+        by_status[trial["status"]] = by_status.get(trial["status"], 0) + 1
+    order = ["terminated", "running", "pending", "paused", "errored"]
+    shown = sorted(by_status, key=lambda s: (order.index(s) if s in order else len(order), s))
+    detail = ", ".join(f"{by_status[s]} {s}" for s in shown if all_statuses or s != "terminated")
+    return f"{len(trials)}" + (f" ({detail})" if detail else "")
+
+
+def _best(experiment: dict[str, Any], trials: list[dict[str, Any]]) -> tuple[dict[str, Any], float] | None:
+    """The trial whose last report is best by the experiment's metric and mode."""
+    metric, mode = experiment["metric"], experiment["mode"]
+    if not metric or mode not in ("min", "max"):
+        return None
+    scored = [(t, float(t["last_metrics"][metric])) for t in trials
+              if isinstance((t["last_metrics"] or {}).get(metric), (int, float))]
+    if not scored:
+        return None
+    pick = min if mode == "min" else max
+    return pick(scored, key=lambda pair: pair[1])

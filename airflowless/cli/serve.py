@@ -1,0 +1,237 @@
+"""``airflowless serve``: serve an application from a module, list what is served, stop it.
+
+``serve run`` is a long-lived process: it starts (or joins) the cluster, runs
+the application, prints where it listens and blocks until SIGINT or SIGTERM,
+then shuts serve down. ``serve status`` and ``serve shutdown`` work from the
+store's ``deployments`` rows, which record the serving process's pid and host.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from datetime import datetime
+from types import ModuleType
+from typing import Any
+
+import click
+
+from ..errors import AirflowlessError, ConfigError
+
+
+@click.group()
+def serve() -> None:
+    """Serve an application over HTTP, and see or stop the ones recorded in the store."""
+
+
+@serve.command("run")
+@click.argument("target", metavar="MODULE_OR_PATH[:APP]")
+@click.option("--name", default="default", show_default=True, help="The application's name.")
+@click.option("--route-prefix", default="/", show_default=True, help="The URL prefix it is served under.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface of the HTTP proxy; the default keeps it private to this machine.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port of the HTTP proxy (0: a free one).")
+@click.option("--address", metavar="ADDRESS", default=None,
+              help="Scheduler to run on (default: AIRFLOWLESS_ADDRESS, else the cluster of "
+                   "`airflowless cluster up`, else an embedded cluster).")
+def run_app(target: str, name: str, route_prefix: str, host: str, port: int, address: str | None) -> None:
+    """Serve the Application APP (an object made by Model.bind(...)) until Ctrl+C or SIGTERM.
+
+    \b
+    airflowless serve run apps/taxi.py:app --port 8000
+    curl -X POST 127.0.0.1:8000/ -H 'Content-Type: application/json' -d '{"x": 1}'
+    """
+    from .. import serve as serve_api
+    from ..runtime import init, shutdown
+    from .run import _background_cluster
+
+    stop = threading.Event()
+    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    code = 0
+    try:
+        app = load_application(target)
+        init(address or _background_cluster())
+        if not stop.is_set():
+            serve_api.start(http_options={"host": host, "port": port})
+            serve_api.run(app, name=name, route_prefix=route_prefix)
+            _print_routes(serve_api.http_address(), name, route_prefix, app)
+        while not stop.wait(0.5):
+            pass
+        click.echo("stopping", err=True)
+    except AirflowlessError as exc:
+        click.echo(f"error: {exc}", err=True)
+        code = 2
+    finally:
+        serve_api.shutdown()
+        shutdown()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    sys.exit(code)
+
+
+def load_application(target: str) -> Any:
+    """The Application named by ``MODULE_OR_PATH[:APP]`` (APP may be dotted: ``apps:builders.taxi``)."""
+    from ..dag.loader import load_module
+    from ..serve import Application, Deployment
+
+    module_part, sep, attr = target.rpartition(":")
+    if not sep:
+        module_part, attr = target, ""
+    module = load_module(module_part)
+    _ship_by_value(module)
+    found = sorted(n for n, v in vars(module).items() if isinstance(v, Application))
+    if not attr:
+        if len(found) != 1:
+            raise ConfigError(f"{module_part!r} defines {len(found) or 'no'} Application(s) {found or ''}; "
+                              f"name one with {module_part}:APP (an object built by SomeDeployment.bind(...))")
+        attr = found[0]
+    value: Any = module
+    for part in attr.split("."):
+        if not hasattr(value, part):
+            raise ConfigError(f"{module_part!r} has no attribute {attr!r}; its Applications are {found}")
+        value = getattr(value, part)
+    if isinstance(value, Deployment):
+        raise ConfigError(f"{attr!r} in {module_part!r} is a deployment, not an Application; bind it first, "
+                          f"e.g. app = {attr}.bind(), and serve {module_part}:app")
+    if not isinstance(value, Application):
+        raise ConfigError(f"{attr!r} in {module_part!r} is a {type(value).__name__}, not an Application "
+                          "(build one with SomeDeployment.bind(...))")
+    return value
+
+
+def _ship_by_value(module: ModuleType) -> None:
+    """User code outside installed packages goes to the workers by value, so they need no copy of it."""
+    import cloudpickle
+
+    path = getattr(module, "__file__", None) or ""
+    if module.__name__ == "__main__" or "site-packages" in path or \
+            module.__name__.split(".")[0] in {"airflowless", "connectors"}:
+        return
+    cloudpickle.register_pickle_by_value(module)
+
+
+def _print_routes(url: str, name: str, route_prefix: str, app: Any) -> None:
+    from ..serve.adapter import ingress_methods
+
+    base = url + ("" if route_prefix == "/" else route_prefix)
+    click.echo(f"serving application {name!r} at {base or url}/")
+    methods = sorted(m for m in ingress_methods(app.deployment) if m != "__call__")
+    click.echo(f"  POST {base}/   -> {app.deployment.name}.__call__(body)")
+    for method in methods:
+        click.echo(f"  POST {base}/{method}   -> {app.deployment.name}.{method}(body)")
+    click.echo(f"  GET  {url}/-/healthz   GET {url}/-/routes")
+    click.echo("press Ctrl+C to stop")
+
+
+@serve.command("status")
+@click.option("--all", "show_all", is_flag=True, help="Also deployments that are no longer running.")
+@click.option("--limit", default=50, show_default=True, help="How many of the latest rows.")
+@click.option("--timeout", default=1.0, show_default=True, help="Seconds to wait for each proxy's health check.")
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def status(show_all: bool, limit: int, timeout: float, db: str | None) -> None:
+    """The deployments in the store, each proxy checked live (GET /-/healthz)."""
+    from rich.table import Table
+
+    from .render import _console, _status
+    from .runs import _open
+
+    store = _open(db)
+    rows = store.list_deployments(status=None if show_all else "running", limit=limit)
+    store.close()
+    if not rows:
+        click.echo("no deployments are running" if not show_all else "no deployments are recorded")
+        return
+    live = {r["http_address"]: _reachable(r["http_address"], timeout)
+            for r in rows if r["status"] == "running" and r["http_address"]}
+    here = socket.gethostname()
+    table = Table(title="deployments", title_justify="left")
+    for column in ("app", "deployment", "route", "address", "replicas", "status", "http", "process", "since"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        http = ("reachable" if live.get(r["http_address"]) else "[red]unreachable[/red]") \
+            if r["status"] == "running" else ""
+        table.add_row(r["app"], r["deployment"], r["route_prefix"] or "(handles only)", r["http_address"] or "",
+                      str(r["num_replicas"]), _status(r["status"]), http, _process(r, here),
+                      r["updated_at"].strftime("%Y-%m-%d %H:%M:%S"))
+    _console().print(table)
+
+
+def _reachable(address: str, timeout: float) -> bool:
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an HTTP proxy
+    try:
+        with opener.open(f"{address}/-/healthz", timeout=timeout) as reply:
+            return bool(reply.status == 200)
+    except Exception:
+        return False
+
+
+def _same_process(pid: int | None, since: datetime) -> bool:
+    """Whether ``pid`` is alive and started before ``since`` (not a later process given the same pid)."""
+    import psutil
+
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= since.timestamp() + 1
+    except psutil.Error:
+        return False
+
+
+def _process(row: dict[str, Any], here: str) -> str:
+    if row["hostname"] != here:
+        return f"{row['pid']} on {row['hostname']}"
+    if row["status"] != "running":
+        return str(row["pid"])
+    return f"{row['pid']} alive" if _same_process(row["pid"], row["created_at"]) else f"{row['pid']} gone"
+
+
+@serve.command("shutdown")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the processes to exit.")
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def shutdown_cmd(timeout: float, db: str | None) -> None:
+    """Stop the serving processes of this machine recorded as running (SIGTERM), and mark them stopped."""
+    from .runs import _open
+
+    store = _open(db)
+    here = socket.gethostname()
+    rows = [r for r in store.list_deployments(status="running", limit=100_000) if r["hostname"] == here]
+    if not rows:
+        click.echo("no running deployments are recorded on this machine")
+        store.close()
+        return
+    apps: dict[int, set[str]] = {}
+    started: dict[int, datetime] = {}
+    for r in rows:
+        apps.setdefault(r["pid"], set()).add(r["app"])
+        started[r["pid"]] = min(started.get(r["pid"], r["created_at"]), r["created_at"])
+    signalled = []
+    for pid in sorted(apps):
+        names = ", ".join(sorted(apps[pid]))
+        if pid != os.getpid() and _same_process(pid, started[pid]):
+            os.kill(pid, signal.SIGTERM)
+            signalled.append(pid)
+            click.echo(f"sent SIGTERM to process {pid} (serving {names})")
+        else:
+            click.echo(f"process {pid} (serving {names}) is gone; marking it stopped")
+    deadline = time.monotonic() + timeout
+    alive = set(signalled)
+    while alive and time.monotonic() < deadline:
+        alive = {pid for pid in alive if _same_process(pid, started[pid])}
+        time.sleep(0.1)
+    for pid, served in apps.items():
+        if pid not in alive:
+            for app in served:
+                store.update_deployment_status(app, "stopped", pid=pid, hostname=here)
+    store.close()
+    if alive:
+        click.echo(f"error: process(es) {sorted(alive)} still run after {timeout:g} s; "
+                   f"stop them with kill {' '.join(map(str, sorted(alive)))}", err=True)
+        sys.exit(1)
+    click.echo(f"stopped {len(signalled)} serving process(es)")

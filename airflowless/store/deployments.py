@@ -1,0 +1,93 @@
+"""The record of serve: one row per deployment of each ``serve.run``, with the process serving it.
+
+Used through :class:`~airflowless.store.store.Store` (this is a mixin of it).
+A row is written ``running`` when its application is deployed, and moves on
+to ``deleted`` (``serve.delete``), ``replaced`` (the application was deployed
+again), or ``stopped`` (``serve.shutdown``, or ``airflowless serve shutdown``).
+The replica count is the one at deploy time; autoscaling does not update it.
+
+>>> from airflowless.store import open_store
+>>> store = open_store("sqlite://")
+>>> row_id = store.record_deployment("taxi", "PredictorDeployment", route_prefix="/", num_replicas=1,
+...                                  http_address="http://127.0.0.1:8000", config={}, pid=1234)
+>>> store.update_deployment_status("taxi", "stopped", pid=1234)
+1
+>>> [(d["app"], d["status"]) for d in store.list_deployments()]
+[('taxi', 'stopped')]
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Engine, desc, select
+
+from ..jsonsafe import to_plain as _plain
+from . import schema
+
+__all__ = ["DeploymentRecords", "DeploymentStatus"]
+
+
+class DeploymentStatus:
+    RUNNING = "running"
+    DELETED = "deleted"
+    REPLACED = "replaced"
+    STOPPED = "stopped"
+    ALL = frozenset({RUNNING, DELETED, REPLACED, STOPPED})
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class DeploymentRecords:
+    engine: Engine
+
+    def record_deployment(self, app: str, deployment: str, *, route_prefix: str | None, num_replicas: int,
+                          http_address: str | None, config: dict[str, Any], pid: int | None = None,
+                          hostname: str | None = None, status: str = DeploymentStatus.RUNNING) -> int:
+        """Record one deployment of application ``app`` (state ``running`` by default); return its row id."""
+        _check(status)
+        now = _now()
+        with self.engine.begin() as conn:
+            result = conn.execute(schema.deployments.insert().values(
+                app=app, deployment=deployment, route_prefix=route_prefix, http_address=http_address,
+                num_replicas=int(num_replicas), status=status, config=_plain(config), pid=pid,
+                hostname=hostname, created_at=now, updated_at=now))
+            return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    def update_deployment_status(self, app: str, status: str, *, pid: int | None = None,
+                                 hostname: str | None = None) -> int:
+        """Move the ``running`` rows of ``app`` (of process ``pid`` on ``hostname``, if given) to ``status``.
+
+        Rows already ended keep their state. Returns how many rows changed.
+        """
+        _check(status)
+        table = schema.deployments
+        query = table.update().where(table.c.app == app, table.c.status == DeploymentStatus.RUNNING)
+        if pid is not None:
+            query = query.where(table.c.pid == pid)
+        if hostname is not None:
+            query = query.where(table.c.hostname == hostname)
+        with self.engine.begin() as conn:
+            return int(conn.execute(query.values(status=status, updated_at=_now())).rowcount)
+
+    def list_deployments(self, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest deployment rows first (only those in ``status`` if given); times in UTC."""
+        from .store import _aware
+
+        table = schema.deployments
+        query = select(table).order_by(desc(table.c.id)).limit(limit)
+        if status is not None:
+            query = query.where(table.c.status == status)
+        with self.engine.begin() as conn:
+            rows = [dict(r) for r in conn.execute(query).mappings().all()]
+        for row in rows:
+            row["created_at"], row["updated_at"] = _aware(row["created_at"]), _aware(row["updated_at"])
+        return rows
+
+
+def _check(status: str) -> None:
+    if status not in DeploymentStatus.ALL:
+        raise ValueError(f"a deployment's status is one of {sorted(DeploymentStatus.ALL)}, got {status!r}")

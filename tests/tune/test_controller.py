@@ -1,0 +1,326 @@
+"""The TuneController core with scripted events: no cluster, no store, no threads.
+
+The adapter (``tuner._Loop``) turns what happens on the cluster into these
+calls: ``next_actions`` (what to start), ``on_result`` (a report; returns what
+to stop), ``on_complete`` (a trial's task ended), ``on_error`` (it failed).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+
+from airflowless import tune
+from airflowless.tune.controller import Start, Stop, TuneController
+from airflowless.tune.schedulers.base import Decision, TrialScheduler, TrialView
+from airflowless.tune.search.searcher import (
+    FINISHED,
+    BasicVariantGenerator,
+    ConcurrencyLimiter,
+    Searcher,
+)
+from airflowless.tune.stoppers import as_stoppers
+from airflowless.tune.trial import TrialStatus
+
+RUNNING, PENDING = TrialStatus.RUNNING, TrialStatus.PENDING
+TERMINATED, ERRORED = TrialStatus.TERMINATED, TrialStatus.ERRORED
+
+
+class ListSearcher(Searcher):
+    """Suggests the given configs in order and remembers what it was told."""
+
+    def __init__(self, configs: list[dict[str, Any]]) -> None:
+        self.configs = configs
+        self.given = 0
+        self.results: list[tuple[str, int]] = []
+        self.completed: list[tuple[str, bool]] = []
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self.given >= len(self.configs):
+            return FINISHED
+        self.given += 1
+        return dict(self.configs[self.given - 1])
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        self.results.append((trial_id, result["training_iteration"]))
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        self.completed.append((trial_id, error))
+
+    def get_state(self) -> dict[str, Any]:
+        return {"given": self.given}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.given = state["given"]
+
+
+class ScriptedScheduler(TrialScheduler):
+    """Stops trial T when it reports iteration ``stop_at[T]``; records every call."""
+
+    def __init__(self, stop_at: dict[str, int] | None = None) -> None:
+        self.stop_at = stop_at or {}
+        self.calls: list[tuple[str, str]] = []
+
+    def on_trial_add(self, trial: TrialView) -> None:
+        self.calls.append(("add", trial.trial_id))
+
+    def on_trial_result(self, trial: TrialView, result: dict[str, Any]) -> Decision:
+        self.calls.append(("result", trial.trial_id))
+        return Decision.STOP if self.stop_at.get(trial.trial_id) == trial.iteration else Decision.CONTINUE
+
+    def on_trial_complete(self, trial: TrialView, result: dict[str, Any] | None) -> None:
+        self.calls.append(("complete", trial.trial_id))
+
+    def on_trial_remove(self, trial: TrialView) -> None:
+        self.calls.append(("remove", trial.trial_id))
+
+
+def controller(n: int = 4, *, max_concurrent: int = 2, max_failures: int = 0, scheduler: Any = None,
+               stoppers: Any = ()) -> TuneController:
+    return TuneController(searcher=ListSearcher([{"x": i} for i in range(n)]), scheduler=scheduler,
+                          stoppers=stoppers, max_concurrent=max_concurrent, max_failures=max_failures)
+
+
+def report(ctrl: TuneController, trial_id: str, iteration: int, checkpoint: str | None = None,
+           **metrics: Any) -> list[Stop]:
+    return ctrl.on_result(trial_id, {"loss": 1.0 / iteration, **metrics, "training_iteration": iteration,
+                                     "checkpoint_uri": checkpoint})
+
+
+def started(actions: list[Start]) -> list[str]:
+    return [a.trial.trial_id for a in actions]
+
+
+def statuses(ctrl: TuneController) -> dict[str, TrialStatus]:
+    return {tid: t.status for tid, t in ctrl.trials.items()}
+
+
+# -- starting trials ---------------------------------------------------------------------------
+
+def test_max_concurrent_is_respected_as_trials_come_and_go() -> None:
+    ctrl = controller(5, max_concurrent=2)
+    first = ctrl.next_actions()
+    assert started(first) == ["trial_00000", "trial_00001"]
+    assert [a.trial.config for a in first] == [{"x": 0}, {"x": 1}]
+    assert all(a.checkpoint is None and a.iteration == 0 for a in first)
+    assert ctrl.next_actions() == []  # full
+    report(ctrl, "trial_00000", 1)
+    assert ctrl.next_actions() == []  # a report frees nothing
+    ctrl.on_complete("trial_00000")
+    assert started(ctrl.next_actions()) == ["trial_00002"]
+    ctrl.on_complete("trial_00001")
+    ctrl.on_complete("trial_00002")
+    assert started(ctrl.next_actions()) == ["trial_00003", "trial_00004"]
+    assert len(ctrl.running) == 2 and not ctrl.search_finished  # not asked again yet: no room
+    ctrl.on_complete("trial_00003")
+    assert ctrl.next_actions() == [] and ctrl.search_finished  # the searcher said FINISHED
+    assert len(ctrl.trials) == 5
+
+
+def test_done_once_the_search_finished_and_every_trial_ended() -> None:
+    ctrl = controller(2, max_concurrent=4)
+    assert not ctrl.done
+    assert started(ctrl.next_actions()) == ["trial_00000", "trial_00001"]
+    assert ctrl.search_finished and not ctrl.done  # nothing more to start, but trials run
+    ctrl.on_complete("trial_00000")
+    assert not ctrl.done
+    ctrl.on_error("trial_00001", "ValueError: boom")
+    assert ctrl.done
+    assert statuses(ctrl) == {"trial_00000": TERMINATED, "trial_00001": ERRORED}
+
+
+def test_a_searcher_with_nothing_to_suggest_right_now_is_asked_again_later() -> None:
+    inner = BasicVariantGenerator()
+    limited = ConcurrencyLimiter(inner, max_concurrent=1)
+    limited.set_search_properties(None, None, {"x": tune.grid_search([1, 2, 3])}, 1, 0)
+    ctrl = TuneController(searcher=limited, max_concurrent=4)
+    order = []
+    for _ in range(3):
+        actions = ctrl.next_actions()
+        assert len(actions) == len(ctrl.running) == 1  # the limiter, not max_concurrent, holds trials back
+        assert ctrl.next_actions() == [] and not ctrl.search_finished  # "nothing right now"
+        order.append(actions[0].trial.config["x"])
+        ctrl.on_complete(actions[0].trial.trial_id)
+    assert ctrl.next_actions() == [] and ctrl.done
+    assert order == [1, 2, 3]
+
+
+# -- results, scheduler decisions, stoppers ----------------------------------------------------
+
+def test_results_reach_the_searcher_and_the_scheduler_in_order() -> None:
+    scheduler = ScriptedScheduler()
+    ctrl = controller(1, scheduler=scheduler)
+    ctrl.next_actions()
+    for it in (1, 2, 3):
+        assert report(ctrl, "trial_00000", it) == []
+    ctrl.on_complete("trial_00000")
+    trial = ctrl.trials["trial_00000"]
+    assert [r["training_iteration"] for r in trial.results] == [1, 2, 3] and trial.iteration == 3
+    assert ctrl.searcher.results == [("trial_00000", 1), ("trial_00000", 2), ("trial_00000", 3)]  # type: ignore[attr-defined]
+    assert ctrl.searcher.completed == [("trial_00000", False)]  # type: ignore[attr-defined]
+    assert scheduler.calls == [("add", "trial_00000")] + [("result", "trial_00000")] * 3 + [
+        ("complete", "trial_00000")]
+
+
+def test_a_scheduler_stop_is_an_action_and_the_trial_ends_with_its_task() -> None:
+    ctrl = controller(2, scheduler=ScriptedScheduler({"trial_00001": 2}))
+    ctrl.next_actions()
+    assert report(ctrl, "trial_00001", 1) == []
+    actions = report(ctrl, "trial_00001", 2)
+    assert [type(a) for a in actions] == [Stop] and actions[0].trial.trial_id == "trial_00001"
+    trial = ctrl.trials["trial_00001"]
+    assert trial.stopped_early and trial.status == RUNNING  # until the adapter says its task ended
+    ctrl.on_complete("trial_00001")
+    assert trial.status == TERMINATED
+    assert report(ctrl, "trial_00001", 3) == []  # a late report of an ended trial is dropped
+    assert trial.iteration == 2
+    assert report(ctrl, "trial_00000", 2) == []  # the other trial goes on
+    assert not ctrl.trials["trial_00000"].stopped_early
+
+
+@pytest.mark.parametrize(
+    ("stop", "stops_at"),
+    [
+        (tune.MaximumIterationStopper(max_iter=3), 3),
+        ({"training_iteration": 4}, 4),                                     # RunConfig(stop={...})
+        ({"score": 2.5}, 3),                                                # score = iteration - 0.5
+        (lambda trial_id, result: result["training_iteration"] == 2, 2),    # RunConfig(stop=fn)
+        (tune.TrialPlateauStopper(metric="flat", std=0.01, num_results=3, grace_period=3), 3),
+        ([tune.MaximumIterationStopper(max_iter=5), {"training_iteration": 2}], 2),
+    ],
+    ids=["max-iter", "dict-iter", "dict-metric", "function", "plateau", "list"],
+)
+def test_stoppers_stop_trials(stop: Any, stops_at: int) -> None:
+    ctrl = controller(1, stoppers=as_stoppers(stop))
+    ctrl.next_actions()
+    for it in range(1, 10):
+        actions = report(ctrl, "trial_00000", it, score=it - 0.5, flat=1.0)
+        if actions:
+            break
+    assert it == stops_at
+    assert [a.trial.trial_id for a in actions] == ["trial_00000"]
+    assert ctrl.trials["trial_00000"].stopped_early
+
+
+def test_a_stopper_overrides_a_scheduler_that_continues() -> None:
+    ctrl = controller(1, scheduler=ScriptedScheduler(), stoppers=as_stoppers({"loss": 0.0}))
+    ctrl.next_actions()
+    assert report(ctrl, "trial_00000", 1) != []  # loss 1.0 >= 0.0
+
+
+# -- failures ----------------------------------------------------------------------------------
+
+def test_a_failed_trial_is_retried_from_its_checkpoint_up_to_max_failures_then_errored() -> None:
+    scheduler = ScriptedScheduler()
+    ctrl = controller(1, max_concurrent=1, max_failures=2, scheduler=scheduler)
+    assert started(ctrl.next_actions()) == ["trial_00000"]
+    trial = ctrl.trials["trial_00000"]
+    report(ctrl, "trial_00000", 1)
+    report(ctrl, "trial_00000", 2, checkpoint="/ckpt/2")
+    report(ctrl, "trial_00000", 3)
+    ctrl.on_error("trial_00000", "RuntimeError: first")
+    assert (trial.status, trial.restarts, trial.error) == (PENDING, 1, None)
+    retry = ctrl.next_actions()
+    assert started(retry) == ["trial_00000"]
+    assert (retry[0].checkpoint, retry[0].iteration) == ("/ckpt/2", 2)  # resumes after its checkpoint
+    assert trial.status == RUNNING
+
+    report(ctrl, "trial_00000", 4, checkpoint="/ckpt/4")
+    ctrl.on_error("trial_00000", "RuntimeError: second")
+    retry = ctrl.next_actions()
+    assert (retry[0].checkpoint, retry[0].iteration, trial.restarts) == ("/ckpt/4", 4, 2)
+
+    ctrl.on_error("trial_00000", "RuntimeError: third")
+    assert (trial.status, trial.restarts, trial.error) == (ERRORED, 2, "RuntimeError: third")
+    assert ctrl.next_actions() == [] and ctrl.done
+    assert ctrl.searcher.completed == [("trial_00000", True)]  # type: ignore[attr-defined]
+    assert scheduler.calls[-1] == ("remove", "trial_00000")
+
+
+def test_without_a_checkpoint_a_retry_starts_from_scratch() -> None:
+    ctrl = controller(1, max_failures=1)
+    ctrl.next_actions()
+    report(ctrl, "trial_00000", 1)
+    ctrl.on_error("trial_00000", "boom")
+    (retry,) = ctrl.next_actions()
+    assert (retry.checkpoint, retry.iteration) == (None, 0)
+
+
+def test_a_retried_trial_starts_before_new_ones_and_counts_against_max_concurrent() -> None:
+    ctrl = controller(4, max_concurrent=2, max_failures=1)
+    assert started(ctrl.next_actions()) == ["trial_00000", "trial_00001"]
+    ctrl.on_error("trial_00001", "boom")
+    assert started(ctrl.next_actions()) == ["trial_00001"]  # not trial_00002
+    ctrl.on_complete("trial_00000")
+    assert started(ctrl.next_actions()) == ["trial_00002"]
+
+
+def test_max_failures_zero_errors_at_once() -> None:
+    ctrl = controller(1, max_failures=0)
+    ctrl.next_actions()
+    ctrl.on_error("trial_00000", "KeyError: 'x'")
+    assert ctrl.trials["trial_00000"].status == ERRORED
+    assert ctrl.trials["trial_00000"].error == "KeyError: 'x'"
+    ctrl.on_error("trial_00000", "again")  # a second report of the same failure changes nothing
+    assert ctrl.trials["trial_00000"].error == "KeyError: 'x'"
+
+
+# -- state -------------------------------------------------------------------------------------
+
+def test_state_round_trip_restarts_running_trials_from_their_checkpoints() -> None:
+    ctrl = controller(5, max_concurrent=3)
+    ctrl.next_actions()  # trials 0, 1, 2
+    report(ctrl, "trial_00000", 1)
+    ctrl.on_complete("trial_00000")
+    report(ctrl, "trial_00001", 1)
+    report(ctrl, "trial_00001", 2, checkpoint="/ckpt/1/2")
+    report(ctrl, "trial_00001", 3)
+    ctrl.on_error("trial_00002", "boom")
+    ctrl.next_actions()  # trial 3 takes the free slots; trial 4 too
+    assert statuses(ctrl) == {"trial_00000": TERMINATED, "trial_00001": RUNNING, "trial_00002": ERRORED,
+                              "trial_00003": RUNNING, "trial_00004": RUNNING}
+    ctrl.on_complete("trial_00004")
+
+    state = pickle.loads(pickle.dumps(ctrl.get_state()))  # as Tuner saves it (cloudpickle)
+    scheduler = ScriptedScheduler()
+    again = TuneController(searcher=ListSearcher([{"x": i} for i in range(5)]), scheduler=scheduler,
+                           max_concurrent=3)
+    again.set_state(state)
+    assert statuses(again) == {"trial_00000": TERMINATED, "trial_00001": PENDING, "trial_00002": ERRORED,
+                               "trial_00003": PENDING, "trial_00004": TERMINATED}
+    assert [c for c in scheduler.calls if c[0] == "add"] == [("add", f"trial_0000{i}") for i in range(5)]
+    assert again.searcher.given == 5  # type: ignore[attr-defined]
+    assert again.trials["trial_00001"].results == ctrl.trials["trial_00001"].results
+    assert again.trials["trial_00002"].error == "boom"
+
+    actions = again.next_actions()
+    assert started(actions) == ["trial_00001", "trial_00003"]  # finished ones are not started again
+    assert [(a.checkpoint, a.iteration) for a in actions] == [("/ckpt/1/2", 2), (None, 0)]
+    for action in actions:
+        again.on_complete(action.trial.trial_id)
+    assert again.done
+
+
+def test_state_round_trip_continues_the_search_where_it_stopped() -> None:
+    def make() -> TuneController:
+        searcher = BasicVariantGenerator()
+        searcher.set_search_properties(None, None, {"x": tune.uniform(0, 1)}, 6, None)  # unseeded
+        return TuneController(searcher=searcher, max_concurrent=2)
+
+    ctrl = make()
+    ctrl.next_actions()
+    ctrl.on_complete("trial_00000")
+    ctrl.next_actions()
+    state = pickle.loads(pickle.dumps(ctrl.get_state()))
+    again = make()  # draws different configs of its own...
+    again.set_state(state)  # ...but continues the saved ones
+    configs = {tid: t.config for tid, t in again.trials.items()}
+    while not again.done:
+        for action in again.next_actions():
+            configs[action.trial.trial_id] = action.trial.config
+        for trial in again.running:
+            again.on_complete(trial.trial_id)
+    assert sorted(configs) == [f"trial_0000{i}" for i in range(6)]
+    assert [configs[f"trial_0000{i}"] for i in range(6)] == ctrl.searcher.get_state()["configs"]
