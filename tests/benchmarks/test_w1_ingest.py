@@ -35,3 +35,18 @@ def test_w1_ingest_taxi_m() -> None:
               f"peak {median(results[c], 'peak_rss_mb'):7.0f} MB")
     print(f"  airflowless / dask.dataframe = {speed['w1_airflowless'] / speed['w1_dask']:.2f}x (target >= 1.2)")
     print(f"  airflowless / pyarrow limit  = {speed['w1_airflowless'] / speed['w1_pyarrow']:.2f}x")
+
+
+@pytest.mark.benchmark
+def test_w1_taxi_l_under_a_1gib_block_budget() -> None:
+    from airflowless.datasets import make_taxi
+
+    from .common_cases import run_case
+
+    path = f"{DATA}/taxi-l"
+    make_taxi(20_000_000, n_files=80, path=path, seed=0)
+    result = run_case("w1_budget", env={"TAXI_PATH": path})
+    print(f"\nW1 taxi-L under a 1 GiB block budget: {result['rows'] / result['seconds'] / 1e6:.2f} M rows/s, "
+          f"peak block bytes held {result['peak_held_mb']:.0f} MB (budget {result['budget_mb']:.0f} MB), "
+          f"peak RSS of all processes {result['peak_rss_mb']:.0f} MB")
+    assert result["peak_held_mb"] <= result["budget_mb"]
