@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import sys
 import uuid
 from collections.abc import Callable
 from functools import partial
@@ -164,12 +163,23 @@ class BaseTrainer:
                 hook = getattr(callback, "on_report", None)
                 if hook is not None:
                     hook(metrics, Checkpoint(uri) if uri else None)
-            if self.run_config.verbose and sys.stderr.isatty():
-                shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
-                print(f"[{name}] step {step}: {shown}", file=sys.stderr)
+            if self.run_config.verbose:
+                live.update([[h["training_iteration"], *(h.get(c, "") for c in columns(metrics))]
+                             for h in history[-10:]])
             if recorder.should_stop():
                 group.request_stop()
 
+        from ..progress import LiveTable
+
+        shown: list[str] = []
+
+        def columns(metrics: dict[str, Any]) -> list[str]:
+            if not shown:
+                shown.extend(k for k in metrics if not k.startswith("_"))
+                live.columns = ["iter", *shown]
+            return shown
+
+        live = LiveTable(name, ["iter"])
         while True:
             group = WorkerGroup(**group_args)
             try:
@@ -188,6 +198,10 @@ class BaseTrainer:
                     error = TrainingFailedError(
                         f"training failed ({failures} failure(s), FailureConfig.max_failures={max_failures}): {exc}")
                     break
+        if history and self.run_config.verbose:
+            live.update([[h["training_iteration"], *(h.get(c, "") for c in columns(history[-1]))]
+                         for h in history[-10:]], force=True)
+        live.close()
         latest = manager.latest
         status = "terminated" if error is None else "errored"
         recorder.end(status, None if error is None else str(error).splitlines()[0], state["metrics"],

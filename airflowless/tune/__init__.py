@@ -15,6 +15,7 @@ from .schedulers import (
     FIFOScheduler,
     HyperBandScheduler,
     MedianStoppingRule,
+    PopulationBasedTraining,
     TrialScheduler,
 )
 from .search.searcher import BasicVariantGenerator, ConcurrencyLimiter, Searcher
@@ -40,5 +41,19 @@ __all__ = ["Tuner", "TuneConfig", "ResultGrid", "report", "get_checkpoint", "get
            "loguniform", "qloguniform", "randn", "qrandn", "randint", "qrandint", "lograndint", "qlograndint",
            "choice", "grid_search", "sample_from", "Searcher", "BasicVariantGenerator", "ConcurrencyLimiter",
            "TrialScheduler", "FIFOScheduler", "ASHAScheduler", "AsyncHyperBandScheduler", "HyperBandScheduler",
-           "MedianStoppingRule", "Decision", "MaximumIterationStopper", "TimeoutStopper", "TrialPlateauStopper",
-           "FunctionStopper"]
+           "MedianStoppingRule", "PopulationBasedTraining", "Decision", "MaximumIterationStopper", "TimeoutStopper", "TrialPlateauStopper",
+           "FunctionStopper", "OptunaSearch", "HyperOptSearch"]
+
+
+
+def __getattr__(name: str) -> object:
+    # the adapters import their libraries, so they load on first use
+    if name == "OptunaSearch":
+        from .search.optuna import OptunaSearch
+
+        return OptunaSearch
+    if name == "HyperOptSearch":
+        from .search.hyperopt import HyperOptSearch
+
+        return HyperOptSearch
+    raise AttributeError(f"module 'airflowless.tune' has no attribute {name!r}")

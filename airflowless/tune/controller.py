@@ -97,12 +97,23 @@ class TuneController:
         if decision == Decision.STOP:
             trial.stopped_early = True
             return [Stop(trial)]
+        if decision == Decision.PAUSE:
+            trial.status = TrialStatus.PAUSED  # restarted by on_complete once its run has stopped
+            return [Stop(trial)]
         return []
 
     def on_complete(self, trial_id: str) -> None:
         trial = self.trials[trial_id]
         if trial.finished:
             return
+        if trial.status == TrialStatus.PAUSED:
+            exploit = getattr(self.scheduler, "exploit_for", lambda _tid: None)(trial_id)
+            if exploit is not None:  # PBT: continue from a better trial's checkpoint, with a new config
+                trial.config, trial.checkpoint, trial.checkpoint_iteration = exploit
+                trial.results = [r for r in trial.results
+                                 if int(r.get("training_iteration", 0)) <= trial.checkpoint_iteration]
+                trial.status = TrialStatus.PENDING
+                return
         trial.status = TrialStatus.TERMINATED
         self.searcher.on_trial_complete(trial_id, trial.last_result or None)
         self.scheduler.on_trial_complete(self._view(trial), trial.last_result or None)

@@ -176,7 +176,18 @@ class _Loop:
         needs_stop = self.controller.scheduler.needs_results_promptly or bool(self.controller.stoppers)
         self.stop_events = needs_stop
 
+    def _show(self, force: bool = False) -> None:
+        trials = list(self.controller.trials.values())
+        metric = self.tuner.tune_config.metric
+        rows = [[t.trial_id, t.status.value, _flat_config(t.config), t.iteration,
+                 t.last_result.get(metric, "") if metric else ""] for t in trials]
+        self.table.update(rows, force=force)
+
     def run(self) -> None:
+        from ..progress import LiveTable
+
+        metric = self.tuner.tune_config.metric or "metric"
+        self.table = LiveTable(f"{self.tuner.name}", ["trial", "status", "config", "iter", metric])
         self.client.subscribe_topic(self.topic, lambda event: self.events.put(("message", event[1])))
         last_save = 0.0
         saved_trials = -1
@@ -194,6 +205,7 @@ class _Loop:
                 if time.monotonic() - last_save > 2.0:
                     self.tuner._save_state(self.controller, self.recorder.experiment_id)
                     last_save = time.monotonic()
+                self._show()
                 if self.controller.done:
                     break
         except BaseException:
@@ -203,6 +215,8 @@ class _Loop:
                 self._stop(trial_id)
             raise
         finally:
+            self._show(force=True)
+            self.table.close()
             with contextlib.suppress(Exception):
                 self.client.unsubscribe_topic(self.topic)
         self.recorder.flush()
@@ -215,6 +229,7 @@ class _Loop:
         storage_dir = f"{self.tuner.path}/{trial.trial_id}"
         start_iteration = action.iteration  # a restarted trial numbers its reports on from its checkpoint
         self.received[trial.trial_id] = 0
+        self.seen = {(tid, it) for tid, it in self.seen if tid != trial.trial_id or it <= start_iteration}
         if isinstance(self.tuner.trainable, BaseTrainer):
             thread = TrainerTrial(self.tuner.trainable, trial.config, trial.trial_id, storage_dir,
                                   action.checkpoint, self.events)
@@ -324,3 +339,13 @@ class _Loop:
             self.recorder.trial_ended(self.controller.trials[trial_id])
 
 
+
+
+def _flat_config(config: dict[str, Any], prefix: str = "") -> str:
+    parts = []
+    for key, value in config.items():
+        if isinstance(value, dict):
+            parts.append(_flat_config(value, f"{prefix}{key}."))
+        else:
+            parts.append(f"{prefix}{key}={value:.4g}" if isinstance(value, float) else f"{prefix}{key}={value}")
+    return ", ".join(p for p in parts if p)

@@ -1,0 +1,121 @@
+"""HyperOptSearch: HyperOpt's TPE behind the Searcher interface (its Trials driven ask-and-tell)."""
+
+from __future__ import annotations
+
+import base64
+import math
+from typing import Any
+
+import cloudpickle
+
+from ...errors import ConfigError
+from .searcher import FINISHED, Searcher
+from .space import Categorical, Domain, Float, Function, GridSearch, Integer
+from .variants import flatten, unflatten
+
+__all__ = ["HyperOptSearch"]
+
+
+def _translate(label: str, domain: Domain) -> Any:
+    from hyperopt import hp
+    from hyperopt.pyll import scope
+
+    if isinstance(domain, Float):
+        if domain.mean is not None:
+            return hp.normal(label, domain.mean, domain.sd or 1.0) if domain.q is None else \
+                hp.qnormal(label, domain.mean, domain.sd or 1.0, domain.q)
+        low, high = domain.lower, domain.upper
+        assert low is not None and high is not None
+        if domain.log:
+            return hp.loguniform(label, math.log(low), math.log(high)) if domain.q is None else \
+                hp.qloguniform(label, math.log(low), math.log(high), domain.q)
+        return hp.uniform(label, low, high) if domain.q is None else hp.quniform(label, low, high, domain.q)
+    if isinstance(domain, Integer):
+        if domain.log:
+            return scope.int(hp.qloguniform(label, math.log(domain.lower), math.log(domain.upper - 1), domain.q or 1))
+        if domain.q:
+            return scope.int(hp.quniform(label, domain.lower, domain.upper - 1, domain.q))
+        return hp.randint(label, domain.lower, domain.upper)
+    if isinstance(domain, Categorical):
+        return hp.choice(label, list(domain.categories))
+    raise ConfigError(f"HyperOptSearch cannot translate {type(domain).__name__} at {label}")
+
+
+class HyperOptSearch(Searcher):
+    """Suggest configs with HyperOpt's TPE; ``seed`` makes the search repeatable.
+
+    ``n_initial_points`` random configs come first (TPE's startup), as in HyperOpt.
+    """
+
+    def __init__(self, *, metric: str | None = None, mode: str | None = None, n_initial_points: int = 20,
+                 seed: int | None = None) -> None:
+        self.metric, self.mode = metric, mode
+        self.n_initial_points, self.seed = n_initial_points, seed
+        self._space: dict[str, Any] = {}
+        self._trials: Any = None
+        self._live: dict[str, int] = {}
+        self._remaining = 0
+        self._rng: Any = None
+
+    def set_search_properties(self, metric: str | None, mode: str | None, space: dict[str, Any],
+                              num_samples: int, seed: int | None) -> None:
+        import numpy as np
+        from hyperopt import Trials
+
+        super().set_search_properties(metric, mode, space, num_samples, seed)
+        if self.metric is None or self.mode not in ("min", "max"):
+            raise ConfigError("HyperOptSearch needs metric= and mode='min'|'max' (in TuneConfig or here)")
+        flat = flatten(space)
+        self._space = {}
+        for path, value in flat.items():
+            label = "/".join(path)
+            if isinstance(value, (GridSearch, Function)):
+                raise ConfigError(f"HyperOptSearch cannot use {type(value).__name__} at {label}")
+            self._space[label] = _translate(label, value) if isinstance(value, Domain) else value
+        self._trials = Trials()
+        self._remaining = num_samples
+        self._rng = np.random.default_rng(self.seed if self.seed is not None else seed)
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        from functools import partial
+
+        from hyperopt import base, space_eval, tpe
+
+        if self._remaining <= 0:
+            return FINISHED
+        self._remaining -= 1
+        domain = base.Domain(lambda config: config, self._space)
+        new_ids = self._trials.new_trial_ids(1)
+        self._trials.refresh()
+        algo = partial(tpe.suggest, n_startup_jobs=self.n_initial_points)
+        docs = algo(new_ids, domain, self._trials, int(self._rng.integers(2**31)))
+        self._trials.insert_trial_docs(docs)
+        self._trials.refresh()
+        values = {k: v[0] for k, v in docs[0]["misc"]["vals"].items() if v}
+        self._live[trial_id] = docs[0]["tid"]
+        flat = space_eval(self._space, values)
+        return unflatten({tuple(k.split("/")): v for k, v in flat.items()})
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        from hyperopt import JOB_STATE_DONE, JOB_STATE_ERROR, STATUS_FAIL, STATUS_OK
+
+        tid = self._live.pop(trial_id, None)
+        if tid is None:
+            return
+        doc = next(d for d in self._trials._dynamic_trials if d["tid"] == tid)
+        if error or not result or self.metric not in result:
+            doc["result"] = {"status": STATUS_FAIL}
+            doc["state"] = JOB_STATE_ERROR
+        else:
+            value = float(result[self.metric])
+            doc["result"] = {"loss": value if self.mode == "min" else -value, "status": STATUS_OK}
+            doc["state"] = JOB_STATE_DONE
+        self._trials.refresh()
+
+    def get_state(self) -> dict[str, Any]:
+        return {"trials": base64.b64encode(cloudpickle.dumps((self._trials, self._live, self._rng))).decode(),
+                "remaining": self._remaining}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._trials, self._live, self._rng = cloudpickle.loads(base64.b64decode(state["trials"]))
+        self._remaining = state["remaining"]
