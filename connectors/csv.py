@@ -18,12 +18,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from .base import Datasink, Datasource, ReadTask, WriteResult
+from .base import Datasource, ReadTask
+from .files import FileSink
 from .parquet import ReadError
 from .paths import expand_paths
 
@@ -77,24 +78,12 @@ class CSVSource(Datasource):
 
 
 @dataclass
-class CSVSink(Datasink):
+class CSVSink(FileSink):
     """Writes one CSV file (with a header) per block under ``path`` (a folder, local or fsspec URL)."""
 
-    path: str
-    storage_options: dict[str, Any] | None = None
     name: str = "csv"
+    suffix: ClassVar[str] = "csv"
 
-    def prepare(self) -> None:
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
-        fs.makedirs(root, exist_ok=True)
-
-    def write(self, block: pa.Table, task_index: int) -> WriteResult:
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
-        target = f"{root.rstrip('/')}/part-{task_index:05d}.csv"
+    def write_file(self, fs: Any, target: str, block: pa.Table) -> None:
         with fs.open(target, "wb") as f:
             pacsv.write_csv(block, f)
-        return WriteResult(target, block.num_rows, block.nbytes)

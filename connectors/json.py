@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from .base import Datasink, Datasource, ReadTask, WriteResult
+from .base import Datasource, ReadTask
+from .files import FileSink
 from .parquet import ReadError
 from .paths import expand_paths
 
@@ -63,25 +64,13 @@ class JSONSource(Datasource):
 
 
 @dataclass
-class JSONSink(Datasink):
+class JSONSink(FileSink):
     """Writes one JSON lines file per block under ``path`` (a folder, local or fsspec URL)."""
 
-    path: str
-    storage_options: dict[str, Any] | None = None
     name: str = "json"
+    suffix: ClassVar[str] = "jsonl"
 
-    def prepare(self) -> None:
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
-        fs.makedirs(root, exist_ok=True)
-
-    def write(self, block: pa.Table, task_index: int) -> WriteResult:
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
-        target = f"{root.rstrip('/')}/part-{task_index:05d}.jsonl"
+    def write_file(self, fs: Any, target: str, block: pa.Table) -> None:
         text = block.to_pandas().to_json(orient="records", lines=True, date_format="iso") if block.num_rows else ""
         with fs.open(target, "w", encoding="utf-8") as f:
             f.write(text)
-        return WriteResult(target, block.num_rows, block.nbytes)

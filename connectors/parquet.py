@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 
 from airflowless.errors import AirflowlessError
 
-from .base import Datasink, Datasource, ReadTask, WriteResult
+from .base import Datasource, ReadTask
+from .files import FileSink
 from .paths import expand_paths
 
 __all__ = ["ParquetSource", "ParquetSink", "ReadError"]
@@ -95,27 +96,12 @@ def _check_schema(path: str, got: pa.Schema, expected: pa.Schema) -> None:
 
 
 @dataclass
-class ParquetSink(Datasink):
+class ParquetSink(FileSink):
     """Writes one parquet file per block under ``path`` (a folder, local or fsspec URL)."""
 
-    path: str
-    storage_options: dict[str, Any] | None = None
     name: str = "parquet"
+    suffix: ClassVar[str] = "parquet"
 
-    def prepare(self) -> None:
-        """Create the folder; parts of an earlier write there are replaced, not mixed in."""
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
-        fs.makedirs(root, exist_ok=True)
-        for old in fs.glob(f"{root.rstrip('/')}/part-*.parquet"):
-            fs.rm(old)
-
-    def write(self, block: pa.Table, task_index: int) -> WriteResult:
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.path, **(self.storage_options or {}))
-        target = f"{root.rstrip('/')}/part-{task_index:05d}.parquet"
+    def write_file(self, fs: Any, target: str, block: pa.Table) -> None:
         with fs.open(target, "wb") as f:
             pq.write_table(block, f)
-        return WriteResult(target, block.num_rows, block.nbytes)
