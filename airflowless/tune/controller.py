@@ -65,7 +65,10 @@ class TuneController:
                 return actions
             if trial.status == TrialStatus.PENDING:
                 trial.status = TrialStatus.RUNNING
-                actions.append(Start(trial, trial.checkpoint, trial.checkpoint_iteration if trial.checkpoint else 0))
+                start = trial.checkpoint_iteration if trial.checkpoint else 0
+                # reports after the checkpoint are superseded by the ones the restarted run sends
+                trial.results = [r for r in trial.results if int(r.get("training_iteration", 0)) <= start]
+                actions.append(Start(trial, trial.checkpoint, start))
         while not self.search_finished and len(self.running) < self.max_concurrent:
             trial_id = f"trial_{self._counter:05d}"
             config = self.searcher.suggest(trial_id)
@@ -110,8 +113,6 @@ class TuneController:
             exploit = getattr(self.scheduler, "exploit_for", lambda _tid: None)(trial_id)
             if exploit is not None:  # PBT: continue from a better trial's checkpoint, with a new config
                 trial.config, trial.checkpoint, trial.checkpoint_iteration = exploit
-                trial.results = [r for r in trial.results
-                                 if int(r.get("training_iteration", 0)) <= trial.checkpoint_iteration]
                 trial.status = TrialStatus.PENDING
                 return
         trial.status = TrialStatus.TERMINATED
