@@ -34,7 +34,9 @@ def _lightgbm_loop(config: dict[str, Any]) -> None:
     x, y = features_and_label(get_dataset_shard("train"), config["label_column"])
     train_set = lgb.Dataset(x, label=y, free_raw_data=False)
     valid_sets, valid_names = [train_set], ["train"]
-    for name in config["datasets"]:
+    # Evaluation is local to each machine in LightGBM (no collective), and only rank 0's
+    # metrics are reported: only rank 0 builds and scores the (whole) evaluation sets.
+    for name in config["datasets"] if get_context().world_rank == 0 else ():
         if name != "train":
             xe, ye = features_and_label(get_dataset_shard(name), config["label_column"])
             valid_sets.append(lgb.Dataset(xe, label=ye, reference=train_set))
