@@ -90,3 +90,34 @@ def split(ds: Dataset, n: int, *, equal: bool = False) -> list[Dataset]:
     if n < 1:
         raise ValueError(f"split needs n >= 1, got {n}")
     return _parts(ds, lo.SplitSpec("equal" if equal else "even", (float(n),)), n)
+
+
+def share_split_inputs(plans: dict[str, lo.LogicalOp]) -> dict[str, lo.LogicalOp]:
+    """The plans with every lazy split part cut from its input run once, not once per part.
+
+    ``train, valid = ds.train_test_split(...)`` gives two plans that each run
+    all of ``ds``; consumers that need both (a trainer) call this first, so
+    ``ds`` is materialized once and both parts are slices of its blocks.
+    """
+    from .dataset import Dataset
+
+    cut: dict[int, tuple[lo.FromBlocks, dict[lo.SplitSpec, list[Dataset]]]] = {}
+
+    def rewrite(op: lo.LogicalOp) -> lo.LogicalOp:
+        if isinstance(op, lo.RowSlice):
+            key = id(op.input)
+            if key not in cut:
+                materialized = Dataset(op.input).materialize()._plan
+                assert isinstance(materialized, lo.FromBlocks)
+                cut[key] = (materialized, {})
+            source, parts = cut[key]
+            if op.spec not in parts:
+                parts[op.spec] = _cut(source, op.spec.bounds(sum(source.rows)))
+            return parts[op.spec][op.part]._plan
+        inputs = op.inputs
+        new = tuple(rewrite(child) for child in inputs)
+        if any(a is not b for a, b in zip(inputs, new, strict=True)):
+            return op.with_inputs(*new)
+        return op
+
+    return {name: rewrite(plan) for name, plan in plans.items()}

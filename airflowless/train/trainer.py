@@ -114,8 +114,16 @@ class BaseTrainer:
             return self._run_attempts(client, group_args, datasets, recorder, storage_dir, name)
 
     def _prepare_datasets(self) -> dict[str, Any]:
-        """Fit the preprocessor on ``train``, transform every dataset, and materialize them on the cluster."""
-        datasets = dict(self.datasets)
+        """Fit the preprocessor on ``train``, transform every dataset, and materialize them on the cluster.
+
+        Splits of one dataset (``train_test_split``) are cut from it after it ran
+        once, so the data is read once for all of them and for the preprocessor's fit.
+        """
+        from ..data import Dataset
+        from ..data.splits import share_split_inputs
+
+        shared = share_split_inputs({n: ds._plan for n, ds in self.datasets.items()})
+        datasets = {n: Dataset(plan) for n, plan in shared.items()}
         if self.preprocessor is not None and "train" in datasets:
             if getattr(self.preprocessor, "_is_fittable", True):
                 # a private copy: trials of a Tuner share the trainer they were made from

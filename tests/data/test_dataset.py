@@ -221,3 +221,15 @@ def test_streaming_split_parts_stream_their_own_inputs(taxi_dir: str) -> None:
     assert sum(counts) == 20_000 and all(c > 0 for c in counts)
     equal = ds.streaming_split(3, equal=True)
     assert [p.count() for p in equal] == [6666] * 3
+
+
+def test_split_parts_can_share_one_run_of_their_input() -> None:
+    from airflowless.data.logical import operators as lo
+    from airflowless.data.splits import share_split_inputs
+
+    ds = blocks(frame(50), 3).map_batches(lambda b: b, batch_format="pandas")
+    train, test = ds.train_test_split(test_size=0.2)
+    shared = share_split_inputs({"train": train.map_batches(lambda b: b)._plan, "test": test._plan})
+    assert not any(isinstance(op, lo.RowSlice) for plan in shared.values() for op in lo.walk(plan))
+    assert [r["i"] for r in data.Dataset(shared["train"]).take_all()] == list(range(40))
+    assert [r["i"] for r in data.Dataset(shared["test"]).take_all()] == list(range(40, 50))
