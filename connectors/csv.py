@@ -23,10 +23,9 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from .base import Datasource, ReadTask
-from .files import FileSink
+from .base import ReadTask
+from .files import FileSink, FileSource
 from .parquet import ReadError
-from .paths import expand_paths
 
 __all__ = ["CSVSource", "CSVSink"]
 
@@ -34,7 +33,7 @@ SUFFIXES = (".csv", ".csv.gz")
 ARROW_ARGS = ("read_options", "parse_options", "convert_options")
 
 
-class CSVSource(Datasource):
+class CSVSource(FileSource):
     """CSV files (``.csv``, ``.csv.gz``); ``arrow_csv_args`` go to :func:`pyarrow.csv.read_csv`.
 
     >>> import pyarrow.csv as pacsv
@@ -43,20 +42,15 @@ class CSVSource(Datasource):
 
     name = "csv"
     supports_projection = True
+    suffixes = SUFFIXES
 
     def __init__(self, paths: str | Sequence[str], *, storage_options: dict[str, Any] | None = None,
                  **arrow_csv_args: Any) -> None:
         unknown = sorted(set(arrow_csv_args) - set(ARROW_ARGS))
         if unknown:
             raise TypeError(f"CSV reading takes the pyarrow.csv options {list(ARROW_ARGS)}, got {unknown}")
-        self.paths = paths
-        self.storage_options = storage_options or {}
+        super().__init__(paths, storage_options=storage_options)
         self.arrow_csv_args = arrow_csv_args
-        self.fs, self.files = expand_paths(paths, suffixes=SUFFIXES, storage_options=self.storage_options)
-
-    def plan(self, *, columns: Sequence[str] | None = None, filter: Any = None,
-             parallelism: int | None = None) -> list[ReadTask]:
-        return [ReadTask(name=f, payload=f) for f in self.files]
 
     def read(self, task: ReadTask, *, columns: Sequence[str] | None = None,
              filter: Any = None) -> Iterable[pa.Table]:
@@ -73,8 +67,6 @@ class CSVSource(Datasource):
             raise ReadError(f"cannot read CSV file {path!r}: {exc}") from exc
         yield table
 
-    def describe(self) -> str:
-        return f"csv[{len(self.files)} files]"
 
 
 @dataclass

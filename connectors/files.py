@@ -1,15 +1,43 @@
-"""What file sinks share: a folder (local or fsspec URL) of ``part-NNNNN.<suffix>`` files, one per block."""
+"""What file sources and sinks share: files found by path, folder, glob or URL; a folder of parts written."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from .base import Datasink, WriteResult
+from .base import Datasink, Datasource, ReadTask, WriteResult
+from .paths import expand_paths
 
-__all__ = ["FileSink"]
+__all__ = ["FileSource", "FileSink"]
+
+
+class FileSource(Datasource):
+    """One read task per file matching ``paths`` (files ending in one of :attr:`suffixes`)."""
+
+    suffixes: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, paths: str | Sequence[str], *, storage_options: dict[str, Any] | None = None) -> None:
+        self.paths = paths
+        self.storage_options = storage_options or {}
+        self.fs, self.files = expand_paths(paths, suffixes=self.suffixes, storage_options=self.storage_options)
+
+    def plan(self, *, columns: Sequence[str] | None = None, filter: Any = None,
+             parallelism: int | None = None) -> list[ReadTask]:
+        return [ReadTask(name=f, payload=f) for f in self.files]
+
+    def task_reader(self) -> FileSource:
+        """What read tasks carry: this source without its file list (each task names its file)."""
+        light = copy.copy(self)
+        light.files = []
+        light.paths = ()
+        return light
+
+    def describe(self) -> str:
+        return f"{self.name}[{len(self.files)} files]"
 
 
 @dataclass

@@ -22,29 +22,20 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from .base import Datasource, ReadTask
-from .files import FileSink
+from .base import ReadTask
+from .files import FileSink, FileSource
 from .parquet import ReadError
-from .paths import expand_paths
 
 __all__ = ["JSONSource", "JSONSink"]
 
 SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 
 
-class JSONSource(Datasource):
+class JSONSource(FileSource):
     """JSON lines files (``.json``, ``.jsonl``, and their ``.gz``)."""
 
     name = "json"
-
-    def __init__(self, paths: str | Sequence[str], *, storage_options: dict[str, Any] | None = None) -> None:
-        self.paths = paths
-        self.storage_options = storage_options or {}
-        self.fs, self.files = expand_paths(paths, suffixes=SUFFIXES, storage_options=self.storage_options)
-
-    def plan(self, *, columns: Sequence[str] | None = None, filter: Any = None,
-             parallelism: int | None = None) -> list[ReadTask]:
-        return [ReadTask(name=f, payload=f) for f in self.files]
+    suffixes = SUFFIXES
 
     def read(self, task: ReadTask, *, columns: Sequence[str] | None = None,
              filter: Any = None) -> Iterable[pa.Table]:
@@ -59,8 +50,6 @@ class JSONSource(Datasource):
             raise ReadError(f"cannot read JSON lines file {path!r}: {exc}") from exc
         yield table
 
-    def describe(self) -> str:
-        return f"json[{len(self.files)} files]"
 
 
 @dataclass
