@@ -37,7 +37,22 @@ def _codes(series: pd.Series, categories: list[Any]) -> pd.Series:
     return series.map({v: i for i, v in enumerate(categories)}).astype("Int64")
 
 
-class OrdinalEncoder(Preprocessor):
+class _CategoricalEncoder(Preprocessor):
+    """What the column encoders share: ``columns`` and the categories learned with a distributed unique."""
+
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {"columns": COLUMNS}
+
+    categories_: dict[str, list[Any]]
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+
+    def _fit(self, ds: Dataset) -> None:
+        self.categories_ = {c: _categories(ds, c) for c in self.columns}
+
+
+
+class OrdinalEncoder(_CategoricalEncoder):
     """Replace each category by its index in the sorted categories; learns ``categories_``.
 
     Unknown categories (not seen in fit) and missing values become <NA>
@@ -47,22 +62,12 @@ class OrdinalEncoder(Preprocessor):
     {'color': ['blue', 'green', 'red']}
     """
 
-    _parameter_constraints: ClassVar[dict[str, Constraint]] = {"columns": COLUMNS}
-
-    categories_: dict[str, list[Any]]
-
-    def __init__(self, columns: list[str]) -> None:
-        self.columns = columns
-
-    def _fit(self, ds: Dataset) -> None:
-        self.categories_ = {c: _categories(ds, c) for c in self.columns}
-
     def _transform_pandas(self, df: pd.DataFrame) -> pd.DataFrame:
         self._require_columns(df, self.columns)
         return df.assign(**{c: _codes(df[c], self.categories_[c]) for c in self.columns})
 
 
-class OneHotEncoder(Preprocessor):
+class OneHotEncoder(_CategoricalEncoder):
     """Replace each column by one 0/1 (uint8) column per category, named ``<column>_<category>``.
 
     Learns ``categories_``. The encoded columns are dropped and the indicator
@@ -72,16 +77,6 @@ class OneHotEncoder(Preprocessor):
     >>> OneHotEncoder(columns=["color"]).fit(ds).transform(ds).columns()   # doctest: +SKIP
     ['x', 'color_blue', 'color_green', 'color_red']
     """
-
-    _parameter_constraints: ClassVar[dict[str, Constraint]] = {"columns": COLUMNS}
-
-    categories_: dict[str, list[Any]]
-
-    def __init__(self, columns: list[str]) -> None:
-        self.columns = columns
-
-    def _fit(self, ds: Dataset) -> None:
-        self.categories_ = {c: _categories(ds, c) for c in self.columns}
 
     def _transform_pandas(self, df: pd.DataFrame) -> pd.DataFrame:
         self._require_columns(df, self.columns)
