@@ -19,6 +19,11 @@ from ..errors import ConfigError
 __all__ = ["ScalingConfig", "RunConfig", "CheckpointConfig", "FailureConfig"]
 
 
+def _is_int(value: Any) -> bool:
+    """An integer, and not a bool (``True`` is an int to Python, never a count to a user)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScalingConfig:
     """How many ranks train, and what each one asks of its Dask worker.
@@ -35,7 +40,7 @@ class ScalingConfig:
     trainer_resources: dict[str, float] | None = None  # accepted for Ray compatibility; the driver needs none
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_workers, int) or isinstance(self.num_workers, bool) or self.num_workers < 1:
+        if not _is_int(self.num_workers) or self.num_workers < 1:
             raise ConfigError(f"ScalingConfig.num_workers must be an integer >= 1, got {self.num_workers!r}")
         for name, amount in (self.resources_per_worker or {}).items():
             if not isinstance(amount, (int, float)) or amount < 0:
@@ -60,8 +65,11 @@ class CheckpointConfig:
     checkpoint_score_order: str = "max"
 
     def __post_init__(self) -> None:
-        if self.num_to_keep is not None and (not isinstance(self.num_to_keep, int) or self.num_to_keep < 1):
+        if self.num_to_keep is not None and (not _is_int(self.num_to_keep) or self.num_to_keep < 1):
             raise ConfigError(f"CheckpointConfig.num_to_keep must be None or an integer >= 1, got {self.num_to_keep!r}")
+        if self.checkpoint_score_attribute is not None and not isinstance(self.checkpoint_score_attribute, str):
+            raise ConfigError("CheckpointConfig.checkpoint_score_attribute must be a reported metric's name, "
+                              f"got {self.checkpoint_score_attribute!r}")
         if self.checkpoint_score_order not in ("max", "min"):
             raise ConfigError(
                 f"CheckpointConfig.checkpoint_score_order must be 'max' or 'min', got {self.checkpoint_score_order!r}")
@@ -74,7 +82,7 @@ class FailureConfig:
     max_failures: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_failures, int) or self.max_failures < -1:
+        if not _is_int(self.max_failures) or self.max_failures < -1:
             raise ConfigError(f"FailureConfig.max_failures must be an integer >= -1, got {self.max_failures!r}")
 
 

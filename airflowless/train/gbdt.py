@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
 from .checkpoint import Checkpoint
+from .context import report
 from .trainer import BaseTrainer
 
-__all__ = ["GBDTTrainer", "features_and_label", "PREPROCESSOR_FILE", "load_preprocessor"]
+__all__ = ["GBDTTrainer", "features_and_label", "PREPROCESSOR_FILE", "load_preprocessor", "report_model"]
 
 PREPROCESSOR_FILE = "preprocessor.pkl"
 
@@ -52,8 +54,15 @@ def load_preprocessor(checkpoint: Checkpoint) -> Any:
             return pickle.load(f)
 
 
-def checkpoint_dir() -> str:
-    return tempfile.mkdtemp(prefix="airflowless-ckpt-")
+def report_model(metrics: dict[str, Any], save_model: Callable[[str], None], preprocessor: Any) -> None:
+    """Report ``metrics`` with a checkpoint of the model (``save_model(folder)``) and the preprocessor.
+
+    The folder is temporary: ``report`` copies it to the run's storage.
+    """
+    with tempfile.TemporaryDirectory(prefix="airflowless-ckpt-") as folder:
+        save_model(folder)
+        save_preprocessor(folder, preprocessor)
+        report(metrics, checkpoint=Checkpoint.from_directory(folder))
 
 
 class GBDTTrainer(BaseTrainer):

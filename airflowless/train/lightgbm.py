@@ -14,7 +14,7 @@ from typing import Any
 from .backends.lightgbm import LightGBMBackend
 from .checkpoint import Checkpoint
 from .context import get_checkpoint, get_context, get_dataset_shard, report
-from .gbdt import GBDTTrainer, checkpoint_dir, features_and_label, save_preprocessor
+from .gbdt import GBDTTrainer, features_and_label, report_model
 
 __all__ = ["LightGBMTrainer", "MODEL_FILE"]
 
@@ -52,13 +52,11 @@ def _lightgbm_loop(config: dict[str, Any]) -> None:
         round_ = done + env.iteration - env.begin_iteration + 1
         metrics: dict[str, Any] = {f"{data}-{metric}": value for data, metric, value, _ in env.evaluation_result_list}
         metrics["boosting_round"] = round_
-        checkpoint = None
         if rank == 0 and (round_ == total or (frequency and round_ % frequency == 0)):
-            folder = checkpoint_dir()
-            env.model.save_model(os.path.join(folder, MODEL_FILE))
-            save_preprocessor(folder, config["preprocessor"])
-            checkpoint = Checkpoint.from_directory(folder)
-        report(metrics, checkpoint=checkpoint)
+            report_model(metrics, lambda folder: env.model.save_model(os.path.join(folder, MODEL_FILE)),
+                         config["preprocessor"])
+        else:
+            report(metrics)
 
     if total - done > 0:
         lgb.train(params, train_set, num_boost_round=total - done, valid_sets=valid_sets, valid_names=valid_names,

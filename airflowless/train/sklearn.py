@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextvars
 import os
 import pickle
-import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,8 +28,8 @@ from typing import Any
 from ..errors import ConfigError
 from .checkpoint import Checkpoint
 from .config import RunConfig, ScalingConfig
-from .context import get_dataset_shard, report
-from .gbdt import checkpoint_dir, features_and_label, save_preprocessor
+from .context import get_dataset_shard
+from .gbdt import features_and_label, report_model
 from .trainer import BaseTrainer
 
 __all__ = ["SklearnTrainer", "MODEL_FILE"]
@@ -70,14 +69,12 @@ def _sklearn_loop(config: dict[str, Any]) -> None:
     data = {name: features_and_label(get_dataset_shard(name), config["label_column"])
             for name in config["datasets"]}
     metrics = _off_pool(lambda: _fit_and_score(estimator, data, config))
-    folder = checkpoint_dir()
-    try:
+
+    def save(folder: str) -> None:
         with open(os.path.join(folder, MODEL_FILE), "wb") as f:
             pickle.dump(estimator, f)
-        save_preprocessor(folder, config["preprocessor"])
-        report(metrics, checkpoint=Checkpoint.from_directory(folder))  # copied to the run's storage
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+
+    report_model(metrics, save, config["preprocessor"])
 
 
 def _fit_and_score(estimator: Any, data: dict[str, tuple[Any, Any]], config: dict[str, Any]) -> dict[str, Any]:

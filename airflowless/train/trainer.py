@@ -94,7 +94,9 @@ class BaseTrainer:
         """Train on the cluster; the Result carries ``error`` instead of raising when training fails."""
         return self._fit(StoreRecorder())
 
-    def _fit(self, recorder: Recorder, *, storage_dir: str | None = None, name: str | None = None) -> Result:
+    def _fit(self, recorder: Recorder, *, storage_dir: str | None = None, name: str | None = None,
+             start_step: int = 0) -> Result:
+        """Train; reports are numbered on from ``start_step`` (a Tune trial resumed from its checkpoint)."""
         from ..runtime import cluster_client
         from ..settings import get_settings
 
@@ -111,7 +113,7 @@ class BaseTrainer:
             except Exception as exc:
                 recorder.end("errored", f"{type(exc).__name__}: {exc}", None, None)
                 raise
-            return self._run_attempts(client, group_args, datasets, recorder, storage_dir, name)
+            return self._run_attempts(client, group_args, datasets, recorder, storage_dir, name, start_step)
 
     def _prepare_datasets(self) -> dict[str, Any]:
         """Fit the preprocessor on ``train``, transform every dataset, and materialize them on the cluster.
@@ -146,12 +148,12 @@ class BaseTrainer:
         return make_spec
 
     def _run_attempts(self, client: Any, group_args: dict[str, Any], datasets: dict[str, Any], recorder: Recorder,
-                      storage_dir: str, name: str) -> Result:
+                      storage_dir: str, name: str, start_step: int) -> Result:
         ckpt_config = self.run_config.checkpoint_config
         manager = CheckpointManager(ckpt_config.num_to_keep, ckpt_config.checkpoint_score_attribute,
                                     ckpt_config.checkpoint_score_order)
         history: list[dict[str, Any]] = []
-        state: dict[str, Any] = {"step": 0, "metrics": None}
+        state: dict[str, Any] = {"step": start_step, "metrics": None}
         failures, error = 0, None
         max_failures = self.run_config.failure_config.max_failures
         checkpoint = self.resume_from_checkpoint

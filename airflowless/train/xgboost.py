@@ -17,7 +17,7 @@ from typing import Any
 from .backends.xgboost import XGBoostBackend
 from .checkpoint import Checkpoint
 from .context import get_checkpoint, get_context, get_dataset_shard, report
-from .gbdt import GBDTTrainer, checkpoint_dir, features_and_label, save_preprocessor
+from .gbdt import GBDTTrainer, features_and_label, report_model
 
 __all__ = ["XGBoostTrainer", "MODEL_FILE"]
 
@@ -50,13 +50,11 @@ def _xgboost_loop(config: dict[str, Any]) -> None:
             metrics = {f"{data}-{metric}": values[-1] for data, log in evals_log.items()
                        for metric, values in log.items()}
             metrics["boosting_round"] = round_
-            checkpoint = None
             if rank == 0 and (round_ == total or (frequency and round_ % frequency == 0)):
-                folder = checkpoint_dir()
-                model.save_model(os.path.join(folder, MODEL_FILE))
-                save_preprocessor(folder, config["preprocessor"])
-                checkpoint = Checkpoint.from_directory(folder)
-            report(metrics, checkpoint=checkpoint)
+                report_model(metrics, lambda folder: model.save_model(os.path.join(folder, MODEL_FILE)),
+                             config["preprocessor"])
+            else:
+                report(metrics)
             return False
 
     if total - done > 0:

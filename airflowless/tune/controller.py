@@ -1,9 +1,17 @@
 """The Tune controller's core: events in, actions out, no I/O.
 
 The adapter (``_Loop`` in :mod:`.tuner`) feeds it what happened — a trial reported, ended,
-failed — and carries out what it returns: start a trial (maybe from a
-checkpoint), stop one. Everything the experiment knows lives here, so it can be
-saved and restored.
+failed, paused — and carries out what it returns: start a trial (maybe from a
+checkpoint), stop one, pause one, resume one. Everything the experiment knows
+lives here, so it can be saved and restored.
+
+A paused trial (a scheduler's PAUSE) goes through three steps: ``Pause`` asks
+the adapter to stop its run for now; the adapter says ``on_paused`` once the
+run has stopped, and whether the trial waits in memory (a function trial
+parked on its worker) or must restart from its checkpoint; then, when there is
+room, the scheduler's ``choose_trial_to_resume`` may send it on (``Resume``, or
+``Start`` from its checkpoint). Paused trials nobody resumes end when nothing
+else can run.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from .schedulers.base import Decision, FIFOScheduler, TrialScheduler, TrialView
 from .search.searcher import FINISHED, Searcher
 from .trial import Trial, TrialStatus
 
-__all__ = ["Start", "Stop", "TuneController"]
+__all__ = ["Start", "Stop", "Pause", "Resume", "TuneController"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,22 @@ class Start:
 
 @dataclass(frozen=True)
 class Stop:
+    """End ``trial``'s run (or let a trial waiting in memory go)."""
+
+    trial: Trial
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Stop ``trial``'s run for now; it may be resumed (a function trial waits in memory)."""
+
+    trial: Trial
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Go on with a trial waiting in memory, from the report where it paused."""
+
     trial: Trial
 
 
@@ -44,6 +68,8 @@ class TuneController:
         self.trials: dict[str, Trial] = {}
         self.search_finished = False
         self._counter = 0
+        self.resumable: dict[str, bool] = {}  # paused trials whose runs stopped -> waiting in memory?
+        self._exploits: dict[str, tuple[dict[str, Any], str, int]] = {}  # PBT: paused -> (config, ckpt, it)
 
     @staticmethod
     def _view(trial: Trial) -> TrialView:
@@ -57,18 +83,57 @@ class TuneController:
     def done(self) -> bool:
         return self.search_finished and all(t.finished for t in self.trials.values())
 
-    def next_actions(self) -> list[Start]:
-        """Start pending trials (restored ones first), then new ones while there is room."""
-        actions: list[Start] = []
+    def next_actions(self) -> list[Start | Resume | Stop]:
+        """Restart pending trials, resume paused ones the scheduler promotes, then start new ones.
+
+        Once nothing can start and nothing runs, paused trials the scheduler does not
+        resume end for good.
+        """
+        actions: list[Start | Resume | Stop] = [*self._restart_pending(), *self._resume(idle=False),
+                                                *self._start_new()]
+        if self._idle:
+            actions += self._resume(idle=True)
+            if self._idle:
+                actions += self._end_paused()
+        return actions
+
+    @property
+    def _idle(self) -> bool:
+        return (self.search_finished and not self.running
+                and all(t.finished or t.trial_id in self.resumable for t in self.trials.values()))
+
+    def _restart_pending(self) -> list[Start | Resume | Stop]:
+        actions: list[Start | Resume | Stop] = []
         for trial in self.trials.values():
             if len(self.running) >= self.max_concurrent:
-                return actions
+                break
             if trial.status == TrialStatus.PENDING:
                 trial.status = TrialStatus.RUNNING
                 start = trial.checkpoint_iteration if trial.checkpoint else 0
                 # reports after the checkpoint are superseded by the ones the restarted run sends
                 trial.results = [r for r in trial.results if int(r.get("training_iteration", 0)) <= start]
                 actions.append(Start(trial, trial.checkpoint, start))
+        return actions
+
+    def _resume(self, *, idle: bool) -> list[Start | Resume | Stop]:
+        actions: list[Start | Resume | Stop] = []
+        while self.resumable and len(self.running) < self.max_concurrent:
+            paused = [self._view(self.trials[tid]) for tid in self.resumable]
+            trial_id = self.scheduler.choose_trial_to_resume(paused, idle=idle)
+            if trial_id is None:
+                break
+            trial = self.trials[trial_id]
+            if self.resumable.pop(trial_id):
+                trial.status = TrialStatus.RUNNING
+                actions.append(Resume(trial))
+            else:  # its run is gone: from its checkpoint
+                trial.status = TrialStatus.PENDING
+                actions += self._restart_pending()
+            idle = False  # it runs now
+        return actions
+
+    def _start_new(self) -> list[Start | Resume | Stop]:
+        actions: list[Start | Resume | Stop] = []
         while not self.search_finished and len(self.running) < self.max_concurrent:
             trial_id = f"trial_{self._counter:05d}"
             config = self.searcher.suggest(trial_id)
@@ -85,7 +150,17 @@ class TuneController:
             actions.append(Start(trial))
         return actions
 
-    def on_result(self, trial_id: str, result: dict[str, Any]) -> list[Stop]:
+    def _end_paused(self) -> list[Start | Resume | Stop]:
+        actions: list[Start | Resume | Stop] = []
+        for trial_id in list(self.resumable):
+            del self.resumable[trial_id]
+            trial = self.trials[trial_id]
+            trial.stopped_early = True
+            self._terminate(trial)
+            actions.append(Stop(trial))  # lets a run waiting in memory go, and records the end
+        return actions
+
+    def on_result(self, trial_id: str, result: dict[str, Any]) -> list[Stop | Pause]:
         trial = self.trials[trial_id]
         if trial.finished:
             return []
@@ -101,28 +176,48 @@ class TuneController:
             trial.stopped_early = True
             return [Stop(trial)]
         if decision == Decision.PAUSE:
-            trial.status = TrialStatus.PAUSED  # restarted by on_complete once its run has stopped
-            return [Stop(trial)]
+            trial.status = TrialStatus.PAUSED
+            exploit = getattr(self.scheduler, "exploit_for", lambda _tid: None)(trial_id)
+            if exploit is not None:  # PBT: restarted from a better trial's checkpoint once its run ends
+                self._exploits[trial_id] = exploit
+                return [Stop(trial)]
+            return [Pause(trial)]
         return []
+
+    def on_paused(self, trial_id: str, *, in_memory: bool) -> None:
+        """A paused trial's run has stopped: it waits in memory on its worker, or will restart from its checkpoint."""
+        trial = self.trials[trial_id]
+        if trial.status == TrialStatus.PAUSED:
+            self.resumable[trial_id] = in_memory
+
+    def on_park_lost(self, trial_id: str) -> None:
+        """A trial resumed in memory was not there any more (its worker left): it restarts from its checkpoint."""
+        trial = self.trials[trial_id]
+        if not trial.finished:
+            trial.status = TrialStatus.PENDING
 
     def on_complete(self, trial_id: str) -> None:
         trial = self.trials[trial_id]
         if trial.finished:
             return
-        if trial.status == TrialStatus.PAUSED:
-            exploit = getattr(self.scheduler, "exploit_for", lambda _tid: None)(trial_id)
-            if exploit is not None:  # PBT: continue from a better trial's checkpoint, with a new config
-                trial.config, trial.checkpoint, trial.checkpoint_iteration = exploit
-                trial.status = TrialStatus.PENDING
-                return
+        exploit = self._exploits.pop(trial_id, None)
+        if exploit is not None:  # PBT: continue from a better trial's checkpoint, with a new config
+            trial.config, trial.checkpoint, trial.checkpoint_iteration = exploit
+            trial.status = TrialStatus.PENDING
+            return
+        self.resumable.pop(trial_id, None)
+        self._terminate(trial)
+
+    def _terminate(self, trial: Trial) -> None:
         trial.status = TrialStatus.TERMINATED
-        self.searcher.on_trial_complete(trial_id, trial.last_result or None)
+        self.searcher.on_trial_complete(trial.trial_id, trial.last_result or None)
         self.scheduler.on_trial_complete(self._view(trial), trial.last_result or None)
 
     def on_error(self, trial_id: str, error: str) -> None:
         trial = self.trials[trial_id]
         if trial.finished:
             return
+        self.resumable.pop(trial_id, None)
         if trial.restarts < self.max_failures:
             trial.restarts += 1
             trial.status = TrialStatus.PENDING  # started again from its checkpoint by next_actions
@@ -134,14 +229,17 @@ class TuneController:
 
     def get_state(self) -> dict[str, Any]:
         return {"trials": self.trials, "counter": self._counter, "search_finished": self.search_finished,
-                "searcher": self.searcher.get_state()}
+                "searcher": self.searcher.get_state(), "exploits": self._exploits}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.trials = state["trials"]
         self._counter = state["counter"]
         self.search_finished = state["search_finished"]
         self.searcher.set_state(state["searcher"])
+        self._exploits = state.get("exploits", {})
         for trial in self.trials.values():
             self.scheduler.on_trial_add(self._view(trial))
-            if trial.status in (TrialStatus.RUNNING, TrialStatus.PAUSED):
+            if trial.status == TrialStatus.PAUSED and trial.trial_id not in self._exploits:
+                self.resumable[trial.trial_id] = False  # still paused; its run is gone: resumes from its checkpoint
+            elif trial.status in (TrialStatus.RUNNING, TrialStatus.PAUSED):
                 trial.status = TrialStatus.PENDING  # interrupted: run again from its checkpoint

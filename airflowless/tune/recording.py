@@ -80,6 +80,9 @@ class ExperimentRecorder:
             self._checkpoints.append((trial.record_id, step, result["checkpoint_uri"], metrics))
         self._update(trial, **fields)
 
+    def trial_paused(self, trial: Trial) -> None:
+        self._update(trial, status="paused")
+
     def trial_restarted(self, trial: Trial) -> None:
         self._update(trial, status="pending", restarts=trial.restarts)
 

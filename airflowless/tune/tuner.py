@@ -33,13 +33,19 @@ from ..train.config import RunConfig
 from ..train.result import Result
 from ..train.trainer import BaseTrainer
 from .config import TuneConfig
-from .controller import Start, Stop, TuneController
+from .controller import Pause, Resume, Start, TuneController
+from .function_trial import (
+    ParkedTrialLost,
+    release_function_trial,
+    resume_function_trial,
+    run_function_trial,
+)
 from .recording import ExperimentRecorder
 from .result_grid import ResultGrid
 from .search.searcher import BasicVariantGenerator, Searcher
 from .search.variants import check_space
 from .stoppers import as_stoppers
-from .trainables import TrainerTrial, run_function_trial
+from .trainables import TrainerTrial
 from .trial import TrialStatus
 
 __all__ = ["Tuner"]
@@ -168,7 +174,11 @@ class _Loop:
         self.topic = f"airflowless-tune-{uuid.uuid4().hex[:12]}"
         self.futures: dict[str, Any] = {}
         self.threads: dict[str, TrainerTrial] = {}
-        self.expected: dict[str, tuple[int, float]] = {}  # trial -> (reports its task sent, when it ended)
+        self.expected: dict[str, tuple[dict[str, Any], float]] = {}  # trial -> (what its task said, when)
+        self.runs: dict[str, str] = {}  # function trial -> the key of its run on a worker
+        self.parked: dict[str, str] = {}  # paused function trial -> the worker its run waits on
+        self.pausing: set[str] = set()  # Trainer trials asked to pause (their runs stop; resumed from checkpoints)
+        self.releases: list[Any] = []  # tasks letting paused runs go
         self.received: dict[str, int] = {}
         # (trial, iteration) already handled; a restored experiment's reports count as seen
         self.seen: set[tuple[str, int]] = {(t.trial_id, int(r.get("training_iteration", 0)))
@@ -198,7 +208,12 @@ class _Loop:
                     self.tuner._save_state(self.controller, self.recorder.experiment_id)
                     last_save, saved_trials = time.monotonic(), len(self.controller.trials)
                 for action in actions:
-                    self._start(action)
+                    if isinstance(action, Start):
+                        self._start(action)
+                    elif isinstance(action, Resume):
+                        self._resume(action.trial.trial_id)
+                    else:
+                        self._stop(action.trial.trial_id)
                 self._drain(timeout=0.05)
                 self._finish_ended_tasks()
                 self.recorder.flush()
@@ -211,7 +226,7 @@ class _Loop:
         except BaseException:
             self.recorder.flush()
             self.tuner._save_state(self.controller, self.recorder.experiment_id)
-            for trial_id in list(self.futures):
+            for trial_id in [*self.futures, *self.parked]:
                 self._stop(trial_id)
             raise
         finally:
@@ -219,6 +234,8 @@ class _Loop:
             self.table.close()
             with contextlib.suppress(Exception):
                 self.client.unsubscribe_topic(self.topic)
+            with contextlib.suppress(Exception):
+                self.client.gather(self.releases, errors="skip")
         self.recorder.flush()
         self.recorder.finish(self.controller.trials)
         self.tuner._save_state(self.controller, self.recorder.experiment_id)
@@ -232,24 +249,62 @@ class _Loop:
         self.seen = {(tid, it) for tid, it in self.seen if tid != trial.trial_id or it <= start_iteration}
         if isinstance(self.tuner.trainable, BaseTrainer):
             thread = TrainerTrial(self.tuner.trainable, trial.config, trial.trial_id, storage_dir,
-                                  action.checkpoint, self.events)
+                                  action.checkpoint, start_iteration, self.events)
             self.threads[trial.trial_id] = thread
             thread.start()
             return
         stop_name = f"{self.topic}-{trial.trial_id}-decisions" if self.stop_events else None
-        resources = self.tuner.tune_config.trial_resources or {"CPU": 1}
+        if trial.trial_id in self.parked:  # restarted from a checkpoint: its paused run is not needed
+            self._release(trial.trial_id)
+        run_key = f"{self.topic}-{trial.trial_id}-{uuid.uuid4().hex[:8]}"
+        self.runs[trial.trial_id] = run_key
         future = self.client.submit(run_function_trial, self.tuner.trainable, trial.config, trial.trial_id,
                                     self.topic, storage_dir, action.checkpoint, stop_name, start_iteration,
-                                    key=f"trial-{trial.trial_id}-{uuid.uuid4().hex[:8]}", resources=resources,
-                                    pure=False, retries=0)
-        future.add_done_callback(lambda f, tid=trial.trial_id: self.events.put(("ended", tid, f)))
-        self.futures[trial.trial_id] = future
+                                    run_key, key=f"trial-{trial.trial_id}-{uuid.uuid4().hex[:8]}",
+                                    resources=self._resources, pure=False, retries=0)
+        self._watch(trial.trial_id, future)
+
+    @property
+    def _resources(self) -> dict[str, float]:
+        return self.tuner.tune_config.trial_resources or {"CPU": 1}
+
+    def _watch(self, trial_id: str, future: Any) -> None:
+        future.add_done_callback(lambda f: self.events.put(("ended", trial_id, f)))
+        self.futures[trial_id] = future
+
+    def _resume(self, trial_id: str) -> None:
+        """A paused function trial goes on in memory: a task on its worker wakes its run."""
+        trial = self.controller.trials[trial_id]
+        self.recorder.trial_started(trial)
+        worker = self.parked.pop(trial_id)
+        # placed on the run's worker while it lives; elsewhere it finds nothing and the trial restarts
+        future = self.client.submit(resume_function_trial, self.runs[trial_id], workers=[worker],
+                                    allow_other_workers=True, resources=self._resources, pure=False, retries=0,
+                                    key=f"trial-{trial_id}-resume-{uuid.uuid4().hex[:8]}")
+        self._watch(trial_id, future)
+
+    def _release(self, trial_id: str) -> None:
+        worker = self.parked.pop(trial_id)
+        self.releases.append(self.client.submit(release_function_trial, self.runs[trial_id], workers=[worker],
+                                                allow_other_workers=False, pure=False, retries=0))
 
     def _stop(self, trial_id: str) -> None:
+        if trial_id in self.parked:
+            self._release(trial_id)
         if trial_id in self.threads:
             self.threads[trial_id].stop_requested.set()
         elif self.stop_events and trial_id in self.futures:
             self._decide(trial_id, "STOP")
+        trial = self.controller.trials[trial_id]
+        if trial.finished:  # a paused trial ended without running again
+            self.recorder.trial_ended(trial)
+
+    def _pause(self, trial_id: str) -> None:
+        if trial_id in self.threads:  # a Trainer trial stops and later restarts from its checkpoint
+            self.pausing.add(trial_id)
+            self.threads[trial_id].stop_requested.set()
+        elif trial_id in self.futures:  # a function trial's run waits in memory on its worker
+            self._decide(trial_id, "PAUSE")
 
     def _decide(self, trial_id: str, decision: str) -> None:
         from distributed import Queue
@@ -282,12 +337,17 @@ class _Loop:
             self._result(item[1], item[2])
         elif kind == "ended":
             trial_id, future = item[1], item[2]
-            sent = future.result() if future.status == "finished" else -1
-            self.expected[trial_id] = (sent, time.monotonic())
+            said = future.result() if future.status == "finished" else {"sent": -1}
+            self.expected[trial_id] = (said, time.monotonic())
         elif kind == "done":
-            self.threads.pop(item[1], None)
-            self.controller.on_complete(item[1])
-            self.recorder.trial_ended(self.controller.trials[item[1]])
+            trial_id = item[1]
+            self.threads.pop(trial_id, None)
+            if trial_id in self.pausing:
+                self.pausing.discard(trial_id)
+                self._paused(trial_id, worker=None)
+                return
+            self.controller.on_complete(trial_id)
+            self.recorder.trial_ended(self.controller.trials[trial_id])
         elif kind == "error":
             self.threads.pop(item[1], None)
             self._error(item[1], item[2])
@@ -302,12 +362,25 @@ class _Loop:
         self.seen.add(key)
         stopped = False
         for action in self.controller.on_result(trial_id, result):
-            if isinstance(action, Stop):
+            if isinstance(action, Pause):
+                self._pause(action.trial.trial_id)
+            else:
                 self._stop(action.trial.trial_id)
-                stopped = stopped or action.trial.trial_id == trial_id
+            stopped = stopped or action.trial.trial_id == trial_id
         if self.stop_events and trial_id in self.futures and not stopped:
             self._decide(trial_id, "CONTINUE")  # the function trial waits for an answer to each report
         self.recorder.result(self.controller.trials[trial_id], result)
+
+    def _paused(self, trial_id: str, worker: str | None) -> None:
+        """A paused trial's run stopped: parked on ``worker``, or gone (it resumes from its checkpoint)."""
+        if worker is not None:
+            self.parked[trial_id] = worker
+        self.controller.on_paused(trial_id, in_memory=worker is not None)
+        trial = self.controller.trials[trial_id]
+        if trial.finished:
+            self.recorder.trial_ended(trial)
+        elif trial.trial_id in self.controller.resumable:
+            self.recorder.trial_paused(trial)
 
     def _error(self, trial_id: str, error: str) -> None:
         self.controller.on_error(trial_id, error)
@@ -316,16 +389,22 @@ class _Loop:
 
     def _finish_ended_tasks(self) -> None:
         """A function trial is complete once its task ended and all its reports arrived (events may lag)."""
-        for trial_id, (sent, ended) in list(self.expected.items()):
+        for trial_id, (said, ended) in list(self.expected.items()):
             future = self.futures[trial_id]
+            sent = int(said["sent"])
             if future.status != "finished":
                 del self.expected[trial_id]
                 del self.futures[trial_id]
                 try:
-                    error = f"{type(future.exception()).__name__}: {future.exception()}"
+                    exception = future.exception()
+                    error = f"{type(exception).__name__}: {exception}"
                 except BaseException as exc:
-                    error = f"{type(exc).__name__}"
-                self._error(trial_id, error)
+                    exception, error = exc, f"{type(exc).__name__}"
+                if isinstance(exception, ParkedTrialLost):  # its worker left while it was paused
+                    self.controller.on_park_lost(trial_id)
+                    self.recorder.trial_restarted(self.controller.trials[trial_id])
+                else:
+                    self._error(trial_id, error)
                 continue
             if self.received.get(trial_id, 0) < sent and time.monotonic() - ended < 5.0:
                 continue
@@ -335,6 +414,9 @@ class _Loop:
                         self._handle(("message", message))
             del self.expected[trial_id]
             del self.futures[trial_id]
+            if said.get("parked"):
+                self._paused(trial_id, worker=said["worker"])
+                continue
             self.controller.on_complete(trial_id)
             self.recorder.trial_ended(self.controller.trials[trial_id])
 

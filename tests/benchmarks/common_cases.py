@@ -12,8 +12,10 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
-def run_case(name: str, env: dict[str, str] | None = None, timeout: float = 900) -> dict[str, float]:
-    done = subprocess.run([sys.executable, str(HERE / "harness.py"), str(HERE / "cases" / f"{name}.py")],
+def run_case(name: str, env: dict[str, str] | None = None, timeout: float = 900,
+             python: str = sys.executable) -> dict[str, float]:
+    """Run cases/NAME.py under ``python`` (another interpreter for a peer such as Ray); its figures."""
+    done = subprocess.run([python, str(HERE / "harness.py"), str(HERE / "cases" / f"{name}.py")],
                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -36,3 +38,10 @@ def median(results: list[dict[str, float]], key: str) -> float:
 def spread(results: list[dict[str, float]], key: str) -> str:
     values = [r[key] for r in results]
     return f"{min(values):.3g}-{max(values):.3g}"
+
+
+def ray_python() -> str | None:
+    """An interpreter with Ray installed: $RAY_PYTHON, or this one if it imports ray; None if neither."""
+    candidate = os.environ.get("RAY_PYTHON") or sys.executable
+    found = subprocess.run([candidate, "-c", "import ray, psutil"], capture_output=True)
+    return candidate if found.returncode == 0 else None

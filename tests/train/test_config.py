@@ -38,6 +38,9 @@ from airflowless.train.placement import check_capacity, choose_workers
     (lambda: CheckpointConfig(checkpoint_score_order="up"), "must be 'max' or 'min', got 'up'"),
     (lambda: FailureConfig(max_failures=-2), "max_failures must be an integer >= -1, got -2"),
     (lambda: FailureConfig(max_failures=1.5), "max_failures must be an integer >= -1, got 1.5"),
+    (lambda: FailureConfig(max_failures=True), "max_failures must be an integer >= -1, got True"),
+    (lambda: CheckpointConfig(num_to_keep=True), "num_to_keep must be None or an integer >= 1, got True"),
+    (lambda: CheckpointConfig(checkpoint_score_attribute=3), "checkpoint_score_attribute must be a reported"),
 ])
 def test_invalid_config_values_raise_config_error(build: Any, message: str) -> None:
     with pytest.raises(ConfigError) as info:

@@ -25,7 +25,7 @@ from airflowless.tune.stoppers import as_stoppers
 from airflowless.tune.trial import TrialStatus
 
 RUNNING, PENDING = TrialStatus.RUNNING, TrialStatus.PENDING
-TERMINATED, ERRORED = TrialStatus.TERMINATED, TrialStatus.ERRORED
+TERMINATED, ERRORED, PAUSED = TrialStatus.TERMINATED, TrialStatus.ERRORED, TrialStatus.PAUSED
 
 
 class ListSearcher(Searcher):
@@ -208,6 +208,104 @@ def test_a_stopper_overrides_a_scheduler_that_continues() -> None:
     ctrl = controller(1, scheduler=ScriptedScheduler(), stoppers=as_stoppers({"loss": 0.0}))
     ctrl.next_actions()
     assert report(ctrl, "trial_00000", 1) != []  # loss 1.0 >= 0.0
+
+
+# -- pausing and resuming (promotion ASHA) -----------------------------------------------------
+
+def kinds(actions: list[Any]) -> list[tuple[str, str]]:
+    return [(type(a).__name__, a.trial.trial_id) for a in actions]
+
+
+def test_promotion_asha_pauses_resumes_and_ends_paused_trials_when_nothing_else_can_run() -> None:
+    """Losses 1, 5, 6, 7 (constant per trial), reduction 2, max_t 4: effective rungs at 1 and 2."""
+    scheduler = tune.ASHAScheduler(metric="loss", mode="min", grace_period=1, reduction_factor=2, max_t=4,
+                                   promotion=True)
+    ctrl = TuneController(searcher=ListSearcher([{"x": x} for x in (1, 5, 6, 7)]), scheduler=scheduler,
+                          max_concurrent=1)
+    t0, t1, t2, t3 = (f"trial_0000{i}" for i in range(4))
+
+    def step(trial_id: str, iteration: int) -> list[Any]:
+        return ctrl.on_result(trial_id, {"loss": ctrl.trials[trial_id].config["x"], "training_iteration": iteration})
+
+    assert kinds(ctrl.next_actions()) == [("Start", t0)]
+    assert kinds(step(t0, 1)) == [("Pause", t0)]          # alone at rung 1: top floor(1/2) = none
+    assert ctrl.trials[t0].status == PAUSED
+    assert kinds(ctrl.next_actions()) == [("Start", t1)]  # its slot is free at once
+    assert ctrl.resumable == {}                           # but it cannot go on before its run stopped
+    ctrl.on_paused(t0, in_memory=True)                    # the adapter: its run waits in memory
+    assert kinds(step(t1, 1)) == [("Pause", t1)]          # top 1 of 2 at rung 1 is t0 ...
+    assert kinds(ctrl.next_actions()) == [("Resume", t0)]  # ... so t0 goes on before any new trial
+    ctrl.on_paused(t1, in_memory=True)
+    assert kinds(step(t0, 2)) == [("Pause", t0)]          # alone at rung 2
+    assert kinds(ctrl.next_actions()) == [("Start", t2)]
+    ctrl.on_paused(t0, in_memory=True)
+    assert kinds(step(t2, 1)) == [("Pause", t2)]          # top 1 of 3 is t0
+    assert kinds(ctrl.next_actions()) == [("Start", t3)]
+    ctrl.on_paused(t2, in_memory=True)
+    assert kinds(step(t3, 1)) == [("Pause", t3)]          # top 2 of 4: t0 (sent on already) and t1
+    assert kinds(ctrl.next_actions()) == [("Resume", t1)]
+    ctrl.on_paused(t3, in_memory=True)
+    assert kinds(step(t1, 2)) == [("Pause", t1)]          # rung 2: top 1 of 2 is t0
+    assert kinds(ctrl.next_actions()) == [("Resume", t0)]
+    ctrl.on_paused(t1, in_memory=True)
+    assert step(t0, 3) == []
+    assert kinds(step(t0, 4)) == [("Stop", t0)]           # max_t
+    ctrl.on_complete(t0)
+    assert not ctrl.done
+    # nothing can start now: the ceil share of each rung is already on, so the paused ones end
+    assert sorted(kinds(ctrl.next_actions())) == [("Stop", t1), ("Stop", t2), ("Stop", t3)]
+    assert ctrl.search_finished and ctrl.done and not ctrl.resumable
+    assert {tid: (t.status, t.stopped_early) for tid, t in ctrl.trials.items()} == {
+        t0: (TERMINATED, True), t1: (TERMINATED, True), t2: (TERMINATED, True), t3: (TERMINATED, True)}
+    assert [ctrl.trials[t].iteration for t in (t0, t1, t2, t3)] == [4, 2, 1, 1]
+
+
+def test_a_paused_trial_whose_run_is_gone_restarts_from_its_checkpoint() -> None:
+    scheduler = tune.ASHAScheduler(metric="loss", mode="min", grace_period=1, reduction_factor=2, max_t=8,
+                                   promotion=True)
+    ctrl = TuneController(searcher=ListSearcher([{"x": 1}, {"x": 5}]), scheduler=scheduler, max_concurrent=1)
+    t0, t1 = "trial_00000", "trial_00001"
+    ctrl.next_actions()
+    assert kinds(report(ctrl, t0, 1, checkpoint="/ckpt/0/1", loss=1.0)) == [("Pause", t0)]
+    assert kinds(ctrl.next_actions()) == [("Start", t1)]
+    ctrl.on_paused(t0, in_memory=False)  # e.g. a Trainer trial: its run stopped
+    assert kinds(report(ctrl, t1, 1, loss=5.0)) == [("Pause", t1)]
+    (action,) = ctrl.next_actions()
+    assert isinstance(action, Start) and (action.trial.trial_id, action.checkpoint, action.iteration) == (
+        t0, "/ckpt/0/1", 1)
+    # resumed in memory, but the run was not there (its worker left): from its checkpoint too
+    ctrl.on_park_lost(t0)
+    assert kinds(ctrl.next_actions()) == [("Start", t0)]
+
+
+def test_state_round_trip_keeps_paused_trials_paused() -> None:
+    scheduler = tune.ASHAScheduler(metric="loss", mode="min", grace_period=1, reduction_factor=2, max_t=8,
+                                   promotion=True)
+    ctrl = TuneController(searcher=ListSearcher([{"x": 1}, {"x": 2}]), scheduler=scheduler, max_concurrent=1)
+    ctrl.next_actions()
+    report(ctrl, "trial_00000", 1, checkpoint="/ckpt/1", loss=1.0)
+    ctrl.on_paused("trial_00000", in_memory=True)
+    state = pickle.loads(pickle.dumps(ctrl.get_state()))
+    again = TuneController(searcher=ListSearcher([{"x": 1}, {"x": 2}]), scheduler=scheduler, max_concurrent=1)
+    again.set_state(state)
+    assert again.trials["trial_00000"].status == PAUSED
+    assert again.resumable == {"trial_00000": False}  # its run in memory is gone with the old driver
+
+
+def test_pbt_style_pause_with_an_exploit_stops_the_run_and_restarts_from_the_donor() -> None:
+    class Exploiting(TrialScheduler):
+        def on_trial_result(self, trial: TrialView, result: dict[str, Any]) -> Decision:
+            return Decision.PAUSE if trial.trial_id == "trial_00001" else Decision.CONTINUE
+
+        def exploit_for(self, trial_id: str) -> tuple[dict[str, Any], str, int]:
+            return {"x": 99}, "/ckpt/donor", 3
+
+    ctrl = controller(2, scheduler=Exploiting())
+    ctrl.next_actions()
+    assert kinds(report(ctrl, "trial_00001", 1)) == [("Stop", "trial_00001")]
+    ctrl.on_complete("trial_00001")
+    (action,) = ctrl.next_actions()
+    assert (action.trial.config, action.checkpoint, action.iteration) == ({"x": 99}, "/ckpt/donor", 3)
 
 
 # -- failures ----------------------------------------------------------------------------------

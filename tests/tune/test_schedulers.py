@@ -140,6 +140,78 @@ def test_asha_rejects_bad_settings(options: dict[str, Any], message: str) -> Non
         asha(**options)
 
 
+# -- ASHA, promotion rule ----------------------------------------------------------------------
+
+P = Decision.PAUSE
+
+
+def resume(scheduler: TrialScheduler, paused: list[str], idle: bool = False) -> str | None:
+    return scheduler.choose_trial_to_resume([TrialView(t, {}, 0) for t in paused], idle=idle)
+
+
+def test_promotion_asha_goes_on_only_within_the_top_floor_share_of_the_rung() -> None:
+    scheduler = asha(promotion=True)
+    script = [
+        ("a", 1, 1.0),   # alone: the top floor(1/2) = 0 trials -> waits
+        ("b", 1, 0.5),   # top 1 of 2 -> goes on
+        ("c", 1, 2.0),   # top 1 of 3 is b -> waits
+        ("d", 1, 0.1),   # top 2 of 4: d, b -> goes on
+        ("e", 1, 0.7),   # top 2 of 5: d, b -> waits
+    ]
+    assert run_script(scheduler, script) == [P, C, P, C, P]
+    assert resume(scheduler, ["a", "c", "e"]) is None  # nobody paused is in the top 2 yet
+    assert run_script(scheduler, [("f", 1, 3.0)]) == [P]  # top 3 of 6 now: d, b, e
+    assert resume(scheduler, ["a", "c", "e", "f"]) == "e"
+    assert resume(scheduler, ["a", "c", "f"]) is None  # e was sent on once; nobody else is in the top 3
+
+
+def test_promotion_asha_resumes_from_the_highest_rung_first_and_judges_again_there() -> None:
+    scheduler = asha(promotion=True)
+    added: set[str] = set()
+    assert run_script(scheduler, [("a", 1, 1.0), ("b", 1, 0.5)], added=added) == [P, C]
+    assert run_script(scheduler, [("b", 2, 0.5)], added=added) == [P]  # alone at rung 2
+    assert run_script(scheduler, [("c", 1, 0.4), ("d", 1, 0.3)], added=added) == [C, C]  # top 2 of 4
+    assert run_script(scheduler, [("c", 2, 0.4)], added=added) == [C]  # top 1 of rung 2 (b: 0.5)
+    assert run_script(scheduler, [("d", 2, 0.3)], added=added) == [C]  # top 1 of 3... d is best
+    assert run_script(scheduler, [("e", 1, 0.2), ("f", 1, 0.25)], added=added) == [C, C]  # top 3 of 6
+    # rung 2 holds b 0.5, c 0.4, d 0.3 (floor(3/2) = 1: d, already on); rung 1's top 3 are e, f, d
+    assert resume(scheduler, ["a", "b"]) is None
+    assert run_script(scheduler, [("e", 2, 0.2)], added=added) == [C]  # top 2 of rung 2: e, d
+    assert resume(scheduler, ["a", "b"]) is None  # b is third of four at rung 2
+
+
+def test_promotion_asha_when_idle_lets_the_top_ceil_share_go_on_so_the_best_reaches_max_t() -> None:
+    scheduler = asha(promotion=True)
+    assert run_script(scheduler, [("a", 1, 1.0)]) == [P]
+    assert resume(scheduler, ["a"]) is None
+    assert resume(scheduler, ["a"], idle=True) == "a"  # ceil(1/2) = 1
+    added = {"a"}
+    assert run_script(scheduler, [("a", 2, 0.9)], added=added) == [P]
+    assert resume(scheduler, ["a"], idle=True) == "a"
+    assert run_script(scheduler, [("a", 4, 0.8), ("a", 8, 0.7)], added=added) == [P, S]  # max_t ends it
+    assert resume(scheduler, [], idle=True) is None
+
+
+def test_promotion_asha_keeps_to_brackets_and_stops_at_max_t() -> None:
+    scheduler = tune.AsyncHyperBandScheduler(metric="loss", mode="min", grace_period=1, reduction_factor=2,
+                                             max_t=8, brackets=2, promotion=True)
+    added: set[str] = set()
+    # x0, y0 -> bracket 0 (rungs 1, 2, 4); x1, y1 -> bracket 1 (rungs 2, 4)
+    assert run_script(scheduler, [("x0", 1, 1.0), ("x1", 1, 1.0), ("y0", 1, 0.5), ("y1", 1, 0.5)],
+                      added=added) == [P, C, C, C]
+    assert resume(scheduler, ["x0"]) is None
+    assert run_script(scheduler, [("x1", 2, 1.0), ("y1", 2, 0.5)], added=added) == [P, C]
+    assert resume(scheduler, ["x0", "x1"]) is None
+    assert run_script(scheduler, [("y1", 8, 0.1)], added=added) == [S]
+
+
+def test_the_stopping_rule_never_pauses_and_never_resumes() -> None:
+    scheduler = asha()
+    decisions = run_script(scheduler, [(f"t{i}", 1, float(10 - i)) for i in range(6)])
+    assert P not in decisions
+    assert resume(scheduler, [f"t{i}" for i in range(6)], idle=True) is None
+
+
 # -- async HyperBand ---------------------------------------------------------------------------
 
 def test_hyperband_brackets_start_at_later_rungs() -> None:

@@ -2,13 +2,16 @@
 
 Call order: ``set_search_properties`` once, then per trial ``on_trial_add``,
 ``on_trial_result`` (returns a :class:`Decision`) for each report, and
-``on_trial_complete`` or ``on_trial_remove`` once. A scheduler sees trials
-through a read-only :class:`TrialView`; it does no I/O.
+``on_trial_complete`` or ``on_trial_remove`` once. Whenever there is room for
+another trial, ``choose_trial_to_resume`` is asked first which paused trial
+should go on (None: start a new one). A scheduler sees trials through a
+read-only :class:`TrialView`; it does no I/O.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +52,14 @@ class TrialScheduler:
         return Decision.CONTINUE
 
     def on_trial_complete(self, trial: TrialView, result: dict[str, Any] | None) -> None: ...
+
+    def choose_trial_to_resume(self, paused: Sequence[TrialView], *, idle: bool) -> str | None:
+        """Which of the ``paused`` trials (paused by a PAUSE decision, their runs stopped) goes on now.
+
+        ``idle`` is True when no new trial can start and none runs: a paused trial
+        not chosen then is stopped for good.
+        """
+        return None
 
     def on_trial_remove(self, trial: TrialView) -> None: ...
 

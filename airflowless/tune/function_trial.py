@@ -1,0 +1,145 @@
+"""A function trial: the user's function in a thread of a Dask worker, driven by one task at a time.
+
+The task that starts a trial holds the trial's resources; it runs the function
+in a thread of its own and waits for one of three outcomes: the function
+returned, raised, or was paused. Each report waits for the driver's answer
+(when a scheduler or stopper needs one): CONTINUE, STOP, or PAUSE. On PAUSE the
+function's thread stays blocked inside ``report`` — its state in memory — and
+the task returns, freeing the trial's slot. A later ``resume_function_trial``
+task, placed on the same worker, wakes the thread and waits for it in the same
+way; ``release_function_trial`` lets a paused run end instead.
+
+Lifecycle of one run on a worker::
+
+    run_function_trial ──> running ──PAUSE──> parked ──resume_function_trial──> running ──> ended
+                                                 └──release_function_trial / timeout──> ended
+
+A parked run lives in this worker process only: if the worker leaves, the
+resume task lands elsewhere, finds nothing and raises :class:`ParkedTrialLost`;
+the Tuner then restarts the trial from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from typing import Any
+
+from ..train.checkpoint import Checkpoint
+from ..train.context import Session, StopRequested, TrainContext, session_scope
+
+__all__ = ["run_function_trial", "resume_function_trial", "release_function_trial", "ParkedTrialLost",
+           "PARK_TIMEOUT"]
+
+PARK_TIMEOUT = 1800.0  # seconds a paused run waits to be resumed before it ends (an abandoned experiment)
+DECISION_TIMEOUT = 300.0  # seconds a report waits for the driver's answer before going on
+
+_parked: dict[str, _Run] = {}  # run key -> a paused run waiting on this worker
+_lock = threading.Lock()
+
+
+class ParkedTrialLost(RuntimeError):
+    """The paused run to resume is not on this worker (its worker left, or it timed out)."""
+
+
+class _Run:
+    """One run of a function trial on this worker: its thread and the hand-over to the task driving it."""
+
+    def __init__(self, key: str, decisions: str | None) -> None:
+        self.key = key
+        self.decisions_name = decisions
+        self.outcomes: queue.Queue[tuple[str, BaseException | None]] = queue.Queue()  # for the driving task
+        self.commands: queue.Queue[str] = queue.Queue()  # RESUME | STOP, for a parked run
+        self.sent = 0
+        self._decisions: Any = None
+
+    def should_stop(self) -> bool:
+        """Called after each report: wait for the driver's answer (and park on PAUSE)."""
+        if self.decisions_name is None:
+            return False
+        if self._decisions is None:
+            from distributed import Queue
+
+            self._decisions = Queue(self.decisions_name)
+        try:
+            decision = self._decisions.get(timeout=DECISION_TIMEOUT)
+        except TimeoutError:
+            return False
+        if decision != "PAUSE":
+            return bool(decision == "STOP")
+        with _lock:
+            _parked[self.key] = self
+        self.outcomes.put(("paused", None))
+        try:
+            command = self.commands.get(timeout=PARK_TIMEOUT)
+        except queue.Empty:
+            command = "STOP"
+        with _lock:
+            _parked.pop(self.key, None)
+        return command != "RESUME"
+
+    def drive(self) -> dict[str, Any]:
+        """Wait, in the task's thread, until the run ends or parks; what the Tuner needs to know."""
+        from distributed import get_worker
+
+        kind, error = self.outcomes.get()
+        if error is not None:
+            raise error
+        return {"sent": self.sent, "parked": kind == "paused", "worker": get_worker().address}
+
+
+def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: str, storage_dir: str,
+                       checkpoint: str | None, decisions: str | None, start_iteration: int,
+                       run_key: str) -> dict[str, Any]:
+    """The task starting a function trial: returns ``{"sent", "parked", "worker"}`` when it ends or pauses."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    run = _Run(run_key, decisions)
+
+    def emit(message: dict[str, Any]) -> None:
+        run.sent += 1
+        worker.log_event(topic, {"trial": trial_id, **message})
+
+    session = Session(TrainContext(trial_name=trial_id, trial_id=trial_id, trial_dir=storage_dir), emit,
+                      storage_dir, Checkpoint(checkpoint) if checkpoint else None, {}, run.should_stop,
+                      start_iteration=start_iteration)
+
+    def body() -> None:
+        error: BaseException | None = None
+        with session_scope(session):
+            try:
+                returned = fn(config)
+                if isinstance(returned, dict):
+                    session.report(returned)
+            except StopRequested:
+                pass
+            except BaseException as exc:  # handed to the driving task, which raises it
+                error = exc
+        run.outcomes.put(("ended", error))
+
+    # the thread sees this task's worker (get_worker, get_client) through the copied context
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(body,), name=f"airflowless-trial-{trial_id}", daemon=True).start()
+    return run.drive()
+
+
+def resume_function_trial(run_key: str) -> dict[str, Any]:
+    """The task resuming a paused run on its worker; returns as :func:`run_function_trial` does."""
+    with _lock:
+        run = _parked.pop(run_key, None)
+    if run is None:
+        raise ParkedTrialLost(f"the paused run {run_key} is not on this worker")
+    run.commands.put("RESUME")
+    return run.drive()
+
+
+def release_function_trial(run_key: str) -> bool:
+    """Let a paused run end (its function sees a stop); False if it was not here."""
+    with _lock:
+        run = _parked.pop(run_key, None)
+    if run is None:
+        return False
+    run.commands.put("STOP")
+    return True
