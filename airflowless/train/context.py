@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,10 @@ class Session:
     iteration: int = 0
     start_iteration: int = 0
 
-    def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
+    def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None, *,
+               gather: Sequence[int] = ()) -> None:
+        """Send this step's report; ``gather`` (rank 0): ranks whose reports of the same step add
+        the metrics they computed (see ``gather.ReportGatherer``)."""
         from .checkpoint import persist_directory
 
         if not isinstance(metrics, dict):
@@ -83,8 +87,11 @@ class Session:
             persist_directory(checkpoint.path, uri)
         from ..jsonsafe import to_plain
 
-        self.emit({"rank": self.context.world_rank, "step": step, "metrics": to_plain(metrics),
-                   "checkpoint": uri, "time": time.time()})
+        message = {"rank": self.context.world_rank, "step": step, "metrics": to_plain(metrics),
+                   "checkpoint": uri, "time": time.time()}
+        if gather:
+            message["gather"] = list(gather)
+        self.emit(message)
         if self.should_stop is not None and self.should_stop():
             raise StopRequested()
 

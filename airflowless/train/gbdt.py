@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ConfigError
 from .checkpoint import Checkpoint
-from .context import report
+from .context import _session
 from .trainer import BaseTrainer
 
 __all__ = ["GBDTTrainer", "features_and_label", "PREPROCESSOR_FILE", "load_preprocessor", "report_model"]
@@ -54,7 +54,8 @@ def load_preprocessor(checkpoint: Checkpoint) -> Any:
             return pickle.load(f)
 
 
-def report_model(metrics: dict[str, Any], save_model: Callable[[str], None], preprocessor: Any) -> None:
+def report_model(metrics: dict[str, Any], save_model: Callable[[str], None], preprocessor: Any, *,
+                 gather: Sequence[int] = ()) -> None:
     """Report ``metrics`` with a checkpoint of the model (``save_model(folder)``) and the preprocessor.
 
     The folder is temporary: ``report`` copies it to the run's storage.
@@ -62,7 +63,7 @@ def report_model(metrics: dict[str, Any], save_model: Callable[[str], None], pre
     with tempfile.TemporaryDirectory(prefix="airflowless-ckpt-") as folder:
         save_model(folder)
         save_preprocessor(folder, preprocessor)
-        report(metrics, checkpoint=Checkpoint.from_directory(folder))
+        _session().report(metrics, Checkpoint.from_directory(folder), gather=gather)
 
 
 class GBDTTrainer(BaseTrainer):

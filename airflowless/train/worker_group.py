@@ -205,32 +205,28 @@ class WorkerGroup:
                 raise RankFailedError(f"rank {rank} was lost with its worker {worker}")
 
     def watch(self, on_report: Callable[[dict[str, Any]], None]) -> GroupOutcome:
-        """Pass rank 0's reports to ``on_report`` until every rank is done; raise if a rank fails."""
-        seen: set[tuple[int, int]] = set()
+        """Pass rank 0's reports (with the metrics they gather from other ranks) to ``on_report``
+        until every rank is done; raise if a rank fails."""
+        from .gather import ReportGatherer
 
-        def handle(message: dict[str, Any]) -> None:
-            if message.get("event") == "report" and message["rank"] == 0:
-                key = (message["rank"], message["step"])
-                if key not in seen:
-                    seen.add(key)
-                    on_report(message)
-
+        reports = ReportGatherer(on_report)
         checked = time.monotonic()
         while not all(f.done() for f in self.futures):
             with contextlib.suppress(queue.Empty):
-                handle(self.events.get(timeout=0.25))
+                reports.add(self.events.get(timeout=0.25))
             if time.monotonic() - checked >= 0.25:  # also while reports keep coming
                 self._check_alive()
                 checked = time.monotonic()
         # reports still on their way: the scheduler keeps the topic's history
         time.sleep(0.05)
         for _, message in self.client.get_events(self._topic):
-            handle(message)
+            reports.add(message)
         while not self.events.empty():
-            handle(self.events.get_nowait())
+            reports.add(self.events.get_nowait())
         for rank, future in enumerate(self.futures):
             if future.status == "error":
                 raise RankFailedError(_rank_error(rank, future))
+        reports.close()
         return GroupOutcome([f.result() for f in self.futures])
 
     def request_stop(self) -> None:

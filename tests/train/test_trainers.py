@@ -177,6 +177,10 @@ def test_lightgbm_trainer_matches_single_process_lightgbm(taxi: pd.DataFrame) ->
     assert result.error is None
     assert {"train-binary_logloss", "train-binary_error", "valid-binary_logloss",
             "valid-binary_error"} <= set(result.metrics)  # type: ignore[arg-type]
+    # rank 1 scores valid: every round's report carries its metrics, gathered into rank 0's
+    frame = result.metrics_dataframe
+    assert list(frame["boosting_round"]) == list(range(1, 11))
+    assert frame["valid-binary_logloss"].notna().all() and frame["train-binary_logloss"].notna().all()
     booster = LightGBMTrainer.get_model(result.checkpoint)  # type: ignore[arg-type]
     assert booster.current_iteration() == 10
     preprocessor = gbdt.load_preprocessor(result.checkpoint)  # type: ignore[arg-type]

@@ -28,7 +28,10 @@ def run():
     train, valid = numbered[numbered._row < cut], numbered[numbered._row >= cut]
     model = lgb.DaskLGBMClassifier(client=state["client"], n_estimators=ROUNDS, num_threads=1,
                                    **{k: v for k, v in LGB_PARAMS.items() if k != "objective"})
-    model.fit(train[FEATURES], train[LABEL], eval_set=[(valid[FEATURES], valid[LABEL])], eval_names=["valid"])
+    # train and valid scored every round, as the airflowless trainer and the XGBoost cases do
+    # (lightgbm.dask scores the training data in place when it is passed as an eval set)
+    x, y = train[FEATURES], train[LABEL]
+    model.fit(x, y, eval_set=[(x, y), (valid[FEATURES], valid[LABEL])], eval_names=["train", "valid"])
     return {"valid_logloss": model.evals_result_["valid"]["binary_logloss"][-1]}
 
 

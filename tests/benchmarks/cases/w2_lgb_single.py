@@ -21,6 +21,6 @@ def run():
     dtrain = lgb.Dataset(train[FEATURES], train[LABEL])
     dvalid = lgb.Dataset(valid[FEATURES], valid[LABEL], reference=dtrain)
     history = {}
-    lgb.train({**LGB_PARAMS, "num_threads": 2}, dtrain, ROUNDS, valid_sets=[dvalid], valid_names=["valid"],
+    lgb.train({**LGB_PARAMS, "num_threads": 2}, dtrain, ROUNDS, valid_sets=[dtrain, dvalid], valid_names=["train", "valid"],
               callbacks=[lgb.record_evaluation(history)])
     return {"valid_logloss": history["valid"]["binary_logloss"][-1]}
