@@ -91,9 +91,14 @@ def run_rank(spec: RankSpec) -> Any:
                 result = spec.loop() if spec.config is None else spec.loop(spec.config)
     except StopRequested:
         result = None
-    except BaseException:
-        _emit(topic, {"event": "failed", "rank": spec.rank, "traceback": traceback.format_exc()})
-        raise
+    except BaseException as exc:
+        # A rank told to stop leaves the framework's collective; a peer that had already gone on
+        # to the next round then fails in it (LightGBM: "Connection reset by peer"). That is the
+        # stop, not a failure.
+        if not (isinstance(exc, Exception) and stop.is_set()):
+            _emit(topic, {"event": "failed", "rank": spec.rank, "traceback": traceback.format_exc()})
+            raise
+        result = None
     _emit(topic, {"event": "finished", "rank": spec.rank})
     return result
 

@@ -441,3 +441,35 @@ def test_no_sockets_threads_tasks_or_process_groups_are_left(taxi: pd.DataFrame,
         time.sleep(0.2)
     assert all(now[w] <= threads[w] for w in now), (threads, now)
     assert cluster_client.run(_torch_initialized) == {w: False for w in after}
+
+
+def _peer_fails_after_the_stop() -> None:
+    rank = train.get_context().world_rank
+    for step in range(1, 30):
+        if rank == 1 and step > 3:
+            # the run was told to stop after rank 0's report 3 (which came after rank 1's);
+            # rank 0 leaves at its next report, and a peer caught meanwhile in the framework's
+            # collective fails there before it can report
+            raise RuntimeError("Connection reset by peer")
+        time.sleep(0.15 if rank == 0 else 0.0)
+        train.report({"step": step})
+        time.sleep(0.15 if rank == 0 else 0.3)
+
+
+def test_a_rank_failing_once_the_run_was_told_to_stop_is_the_stop_not_a_failure() -> None:
+    from airflowless.train.recorder import Recorder
+
+    class StopAfterThree(Recorder):  # what Tune's recorder does when a scheduler says STOP
+        step = 0
+
+        def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None:
+            self.step = step
+
+        def should_stop(self) -> bool:
+            return self.step >= 3
+
+    trainer = DataParallelTrainer(_peer_fails_after_the_stop, scaling_config=ScalingConfig(num_workers=2),
+                                  run_config=RunConfig(verbose=0))
+    result = trainer._fit(StopAfterThree())
+    assert result.error is None
+    assert 3 <= len(result.metrics_history) < 8
