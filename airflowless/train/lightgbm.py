@@ -16,7 +16,7 @@ from typing import Any
 
 from .backends.lightgbm import LightGBMBackend
 from .checkpoint import Checkpoint
-from .context import get_checkpoint, get_context, get_dataset_shard, report
+from .context import get_checkpoint, get_context, get_dataset_shard
 from .gbdt import GBDTTrainer, features_and_label, report_model
 
 __all__ = ["LightGBMTrainer", "MODEL_FILE", "scoring_ranks"]
@@ -62,10 +62,8 @@ def _lightgbm_loop(config: dict[str, Any]) -> None:
         if rank == 0 and (round_ == total or (frequency and round_ % frequency == 0)):
             report_model(metrics, lambda folder: env.model.save_model(os.path.join(folder, MODEL_FILE)),
                          config["preprocessor"], gather=gather)
-        elif rank == 0:
-            _session().report(metrics, gather=gather)
         else:
-            report(metrics)
+            _session().report(metrics, gather=gather)
 
     if total - done > 0:
         lgb.train(params, train_set, num_boost_round=total - done, valid_sets=valid_sets, valid_names=valid_names,
