@@ -18,6 +18,12 @@ __all__ = [
     "PipelineRunError",
     "StoreError",
     "ClusterError",
+    "CheckpointPathError",
+    "RankFailedError",
+    "TrainingFailedError",
+    "TrainingDataError",
+    "SignatureError",
+    "StageOutputError",
 ]
 
 
@@ -93,3 +99,117 @@ class StoreError(AirflowlessError, RuntimeError):
 
 class ClusterError(AirflowlessError, RuntimeError):
     """The Dask cluster cannot be started, reached, or asked for what was requested."""
+
+
+class SignatureError(AirflowlessError, ValueError):
+    """A file airflowless pickled (a stage output, Tune state) is not signed with this installation's key.
+
+    airflowless refuses to unpickle it: someone modified it, or another
+    installation (another signing key) wrote it.
+    """
+
+    def __init__(self, path: str, reason: str, advice: str) -> None:
+        self.path = path
+        self.reason = reason
+        self.advice = advice
+        super().__init__(
+            f"refusing to load {path}: expected a file signed with this installation's key, "
+            f"but {reason}; it was modified, or written by someone else (another signing key). "
+            f"{advice}"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        return (type(self), (self.path, self.reason, self.advice))
+
+
+class CheckpointPathError(AirflowlessError, ValueError):
+    """A file of a checkpoint would be written outside the folder it is copied into."""
+
+    def __init__(self, checkpoint: str, key: str, target: str) -> None:
+        self.checkpoint = checkpoint
+        self.key = key
+        self.target = target
+        super().__init__(
+            f"checkpoint {checkpoint!r} holds a file {key!r} that would be written outside {target!r}; "
+            "expected every file of a checkpoint to lie under its folder. Nothing was written there: "
+            "remove that file from the checkpoint's storage, or do not load a checkpoint from a storage "
+            "that others can write"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        return (type(self), (self.checkpoint, self.key, self.target))
+
+
+class RankFailedError(AirflowlessError, RuntimeError):
+    """A training rank raised, or its worker was lost."""
+
+
+class TrainingFailedError(RankFailedError):
+    """Training failed more often than ``FailureConfig.max_failures`` allows.
+
+    ``result`` is the run's :class:`~airflowless.train.Result` (metrics and
+    checkpoints saved before the failure), as Ray's ``TrainingFailedError``.
+    """
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result  # pickled with the exception's state (the result refers back to it)
+
+
+class TrainingDataError(AirflowlessError, ValueError):
+    """A trainer's dataset cannot be trained on: too few rows for its ranks, or a missing column."""
+
+
+class ClusterLostError(ClusterError):
+    """The cluster went away (its scheduler died or became unreachable) while a run was on it."""
+
+    def __init__(self, run_id: int, address: str, unfinished: list[str]) -> None:
+        self.run_id = run_id
+        self.address = address
+        self.unfinished = unfinished
+        super().__init__(
+            f"the cluster at {address} went away during run {run_id}"
+            + (f" (unfinished stages {unfinished} were recorded as failed or skipped)" if unfinished else "")
+            + f"; start a cluster and resume the run with --resume {run_id}"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[int, str, list[str]]]:
+        return (type(self), (self.run_id, self.address, self.unfinished))
+
+
+class NonFiniteValueError(AirflowlessError, ValueError):
+    """A value to be recorded holds NaN or infinity, which the record (JSON) cannot keep."""
+
+    def __init__(self, what: str, path: str, value: object) -> None:
+        self.what = what
+        self.path = path
+        super().__init__(
+            f"{what} {path!r} is {value!r}; the record keeps {what}s as JSON, which has no NaN "
+            "or infinity; pass a finite number (or none for an optional parameter)"
+        )
+
+
+class ResumeError(AirflowlessError, ValueError):
+    """A run cannot be resumed now: its driver is alive, or another process is resuming it."""
+
+
+class RunCancelled(KeyboardInterrupt):
+    """The driver got SIGINT or SIGTERM; the run was recorded as ``cancelled``.
+
+    A ``KeyboardInterrupt`` so that code catching ``Exception`` lets it through.
+    ``signum`` is the signal; ``run_id`` the run, once it is known.
+    """
+
+    def __init__(self, signum: int, run_id: int | None = None) -> None:
+        self.signum = signum
+        self.run_id = run_id
+        super().__init__(signum, run_id)
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a process ended by a signal: 128 + its number."""
+        return 128 + self.signum
+
+
+class StageOutputError(AirflowlessError, TypeError):
+    """A stage returned a value that cannot be kept as its output (e.g. it holds Dask futures)."""

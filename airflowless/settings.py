@@ -31,6 +31,9 @@ class Settings:
     ``CUDA_VISIBLE_DEVICES``  which GPUs the embedded cluster may use (one worker each).
     ``AIRFLOWLESS_REQUIRE_SERVICES``  when ``1``, tests that need PostgreSQL or other
                              services fail instead of skipping (CI sets it).
+    ``AIRFLOWLESS_SERVE_LEASE_S``  seconds a serve replica keeps running without
+                             hearing from its controller (default 10); read where
+                             the controller runs.
     """
 
     home: Path
@@ -39,6 +42,7 @@ class Settings:
     address: str | None
     require_services: bool
     cuda_visible_devices: str | None
+    serve_lease_s: float = 10.0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -51,7 +55,23 @@ class Settings:
             address=env.get("AIRFLOWLESS_ADDRESS") or None,
             require_services=env.get("AIRFLOWLESS_REQUIRE_SERVICES", "") in {"1", "true", "yes"},
             cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+            serve_lease_s=_seconds(env, "AIRFLOWLESS_SERVE_LEASE_S", 10.0),
         )
+
+
+def _seconds(env: os._Environ[str] | dict[str, str], name: str, default: float) -> float:
+    from .errors import ConfigError
+
+    text = env.get(name) or ""
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{name} must be a number of seconds > 0, got {text!r}; fix or unset it")
+    return value
 
 
 def get_settings() -> Settings:

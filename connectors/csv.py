@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from .base import ReadTask
-from .files import FileSink, FileSource
+from .files import FileSink, FileSource, same_columns
 from .parquet import ReadError
 
 __all__ = ["CSVSource", "CSVSink"]
@@ -54,7 +54,7 @@ class CSVSource(FileSource):
 
     def read(self, task: ReadTask, *, columns: Sequence[str] | None = None,
              filter: Any = None) -> Iterable[pa.Table]:
-        path = task.payload
+        path, expected, first = task.payload
         args = dict(self.arrow_csv_args)
         if columns:
             convert = copy.copy(args.get("convert_options") or pacsv.ConvertOptions())
@@ -65,7 +65,16 @@ class CSVSource(FileSource):
                 table = pacsv.read_csv(f, **args)
         except (OSError, EOFError, pa.ArrowException) as exc:
             raise ReadError(f"cannot read CSV file {path!r}: {exc}") from exc
+        if not columns:
+            table = same_columns(path, table, expected, first, "CSV")
         yield table
+
+    def read_columns(self, path: str) -> list[str]:
+        try:
+            with self.fs.open(path, "rb", compression="infer") as f:
+                return list(pacsv.open_csv(f, **self.arrow_csv_args).schema.names)  # the first block only
+        except (OSError, EOFError, pa.ArrowException) as exc:
+            raise ReadError(f"cannot read CSV file {path!r}: {exc}") from exc
 
 
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 from .base import Datasink, Datasource, ReadTask, WriteResult
 from .paths import expand_paths
 
-__all__ = ["FileSource", "FileSink"]
+__all__ = ["FileSource", "FileSink", "same_columns"]
 
 
 class FileSource(Datasource):
@@ -25,9 +25,18 @@ class FileSource(Datasource):
         self.storage_options = storage_options or {}
         self.fs, self.files = expand_paths(paths, suffixes=self.suffixes, storage_options=self.storage_options)
 
+    _first_columns: list[str] | None = None
+
     def plan(self, *, columns: Sequence[str] | None = None, filter: Any = None,
              parallelism: int | None = None) -> list[ReadTask]:
-        return [ReadTask(name=f, payload=f) for f in self.files]
+        """One task per file; each carries the columns of the first file, which every file must have."""
+        if self._first_columns is None:
+            self._first_columns = self.read_columns(self.files[0])
+        return [ReadTask(name=f, payload=(f, self._first_columns, self.files[0])) for f in self.files]
+
+    def read_columns(self, path: str) -> list[str]:
+        """The column names of one file (read on the driver for the first file only)."""
+        raise NotImplementedError
 
     def task_reader(self) -> FileSource:
         """What read tasks carry: this source without its file list (each task names its file)."""
@@ -38,6 +47,27 @@ class FileSource(Datasource):
 
     def describe(self) -> str:
         return f"{self.name}[{len(self.files)} files]"
+
+
+def same_columns(path: str, table: pa.Table, expected: Sequence[str], first: str, kind: str) -> pa.Table:
+    """``table`` with its columns in ``expected`` order; a ``ReadError`` naming ``path`` if the names differ.
+
+    The rule every file reader follows: all files of one read have the columns
+    of the first file (in any order). Files are never silently unified: a
+    column missing from some files would read as null there.
+    """
+    from .parquet import ReadError
+
+    if table.column_names == list(expected) or not expected:  # an empty first JSON file names no columns
+        return table
+    missing = [c for c in expected if c not in table.column_names]
+    extra = [c for c in table.column_names if c not in expected]
+    if missing or extra:
+        raise ReadError(
+            f"{kind} file {path!r} does not have the columns of the first file {first!r}: expected "
+            f"{list(expected)}, got {table.column_names}; missing columns {missing}, extra columns {extra}. Read files with "
+            "different columns separately (and union them), or pass columns=[...] that every file has")
+    return table.select(list(expected))
 
 
 @dataclass

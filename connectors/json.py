@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from .base import ReadTask
-from .files import FileSink, FileSource
+from .files import FileSink, FileSource, same_columns
 from .parquet import ReadError
 
 __all__ = ["JSONSource", "JSONSink"]
@@ -35,20 +35,37 @@ class JSONSource(FileSource):
     """JSON lines files (``.json``, ``.jsonl``, and their ``.gz``)."""
 
     name = "json"
+    supports_projection = True
     suffixes = SUFFIXES
 
     def read(self, task: ReadTask, *, columns: Sequence[str] | None = None,
              filter: Any = None) -> Iterable[pa.Table]:
-        path = task.payload
+        path, expected, first = task.payload
+        table = self._read_file(path)
+        if table is None:
+            return
+        if columns:
+            missing = [c for c in columns if c not in table.column_names]
+            if missing:
+                raise ReadError(f"JSON lines file {path!r} has no column(s) {missing}; its columns are "
+                                f"{table.column_names}")
+            yield table.select(list(columns))
+            return
+        yield same_columns(path, table, expected, first, "JSON lines")
+
+    def read_columns(self, path: str) -> list[str]:
+        table = self._read_file(path)
+        return [] if table is None else list(table.column_names)
+
+    def _read_file(self, path: str) -> pa.Table | None:
         try:
             with self.fs.open(path, "rb", compression="infer") as f:
                 data = f.read()
             if not data.strip():
-                return
-            table = pajson.read_json(pa.BufferReader(data))
+                return None
+            return pajson.read_json(pa.BufferReader(data))
         except (OSError, EOFError, pa.ArrowException) as exc:
             raise ReadError(f"cannot read JSON lines file {path!r}: {exc}") from exc
-        yield table
 
 
 

@@ -72,8 +72,8 @@ class ParquetSource(Datasource):
         try:
             fragment = pads.dataset(path, format="parquet", filesystem=self.fs)
             if fragment.schema.names != expected.names or not fragment.schema.equals(expected):
-                _check_schema(path, fragment.schema, expected)
-            table = fragment.to_table(columns=list(columns) if columns else None, filter=filter)
+                _check_schema(path, fragment.schema, expected, columns)
+            table = fragment.to_table(columns=list(columns) if columns else expected.names, filter=filter)
         except ReadError:
             raise
         except (OSError, pa.ArrowInvalid) as exc:
@@ -84,14 +84,18 @@ class ParquetSource(Datasource):
         return f"parquet[{len(self.files)} files]"
 
 
-def _check_schema(path: str, got: pa.Schema, expected: pa.Schema) -> None:
-    missing = [n for n in expected.names if n not in got.names]
-    changed = [f"{n}: {expected.field(n).type} -> {got.field(n).type}" for n in expected.names
-               if n in got.names and not got.field(n).type.equals(expected.field(n).type)]
-    if missing or changed:
+def _check_schema(path: str, got: pa.Schema, expected: pa.Schema, columns: Sequence[str] | None) -> None:
+    """Every file has the first file's columns and types (only ``columns``, when the read selects some)."""
+    wanted = list(columns) if columns else expected.names
+    missing = [n for n in wanted if n not in got.names]
+    extra = [] if columns else [n for n in got.names if n not in expected.names]
+    changed = [f"{n}: {expected.field(n).type} -> {got.field(n).type}" for n in wanted
+               if n in got.names and n in expected.names and not got.field(n).type.equals(expected.field(n).type)]
+    if missing or extra or changed:
         raise ReadError(
-            f"parquet file {path!r} does not match the schema of the first file: "
-            f"missing columns {missing}, changed types {changed}; read the files separately or fix them"
+            f"parquet file {path!r} does not match the schema of the first file: expected columns "
+            f"{expected.names}; missing columns {missing}, extra columns {extra}, changed types {changed}. Read "
+            "files with different columns separately (and union them), or pass columns=[...] that every file has"
         )
 
 

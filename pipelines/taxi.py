@@ -90,7 +90,7 @@ def batch_predict(splits: dict[str, data.Dataset], model: dict[str, Any]) -> dic
     return {"rows": len(frame), "accuracy": round(accuracy, 4)}
 
 
-@stage
+@stage(cache=False)  # its effect is a server, not its return value: a cached URL would answer nobody
 def deploy(model: dict[str, Any], port: int, serve_seconds: float) -> dict[str, Any]:
     """Serve the best model at POST /predict, check it answers, keep it up for ``serve_seconds``."""
     import httpx

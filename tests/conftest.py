@@ -40,6 +40,20 @@ def require_service(name: str, reason: str) -> None:
     pytest.skip(f"{name} not available: {reason}")
 
 
+def require_module(name: str) -> object:
+    """Import an optional package, or skip (on a laptop) / fail (in CI) when it is missing."""
+    import importlib
+
+    from airflowless.settings import get_settings
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        if get_settings().require_services:
+            pytest.fail(f"the {name} package is required here (AIRFLOWLESS_REQUIRE_SERVICES=1): {exc}")
+        pytest.skip(f"the {name} package is not installed: {exc}", allow_module_level=True)
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private AIRFLOWLESS_HOME (store file, storage, cluster state) for one test."""

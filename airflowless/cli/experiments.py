@@ -12,9 +12,10 @@ from typing import Any
 
 import click
 
+from ..store.records import ExperimentStatus
 from .runs import _open
 
-_STYLE = {"terminated": "green", "errored": "red", "terminated_with_errors": "yellow", "running": "blue",
+_STYLE = {"completed": "green", "errored": "red", "completed_with_errors": "yellow", "running": "blue",
           "pending": "cyan", "paused": "magenta"}
 
 
@@ -70,7 +71,8 @@ def show_experiment(name_or_id: str, db: str | None) -> None:
     trials = store.list_trials(experiment["id"])
     took = _duration(experiment["created_at"], experiment["finished_at"])
     table = Table(title=f"experiment {experiment['id']} {experiment['name']} ({experiment['kind']}): "
-                        f"{experiment['status']}" + (f" in {took}" if took else ""), title_justify="left")
+                        f"{ExperimentStatus.shown(experiment['status'])}" + (f" in {took}" if took else ""),
+                  title_justify="left")
     for column in ("trial", "status", "iterations", "restarts", "last metrics", "checkpoint"):
         table.add_column(column, overflow="fold")
     root = (experiment["storage_path"] or "").rstrip("/") + "/"
@@ -101,6 +103,7 @@ def show_experiment(name_or_id: str, db: str | None) -> None:
 # -- formatting ---------------------------------------------------------------------------------
 
 def _status(text: str) -> str:
+    text = ExperimentStatus.shown(text)
     style = _STYLE.get(text)
     return f"[{style}]{text}[/{style}]" if style else text
 
@@ -133,13 +136,14 @@ def _metric(experiment: dict[str, Any]) -> str:
 
 
 def _counts(trials: list[dict[str, Any]], *, all_statuses: bool = True) -> str:
-    """``3 (2 terminated, 1 errored)``; without ``all_statuses`` the terminated ones go unsaid."""
+    """``3 (2 completed, 1 errored)``; without ``all_statuses`` the completed ones go unsaid."""
     by_status: dict[str, int] = {}
     for trial in trials:
-        by_status[trial["status"]] = by_status.get(trial["status"], 0) + 1
-    order = ["terminated", "running", "pending", "paused", "errored"]
+        status = ExperimentStatus.shown(trial["status"])
+        by_status[status] = by_status.get(status, 0) + 1
+    order = ["completed", "running", "pending", "paused", "errored"]
     shown = sorted(by_status, key=lambda s: (order.index(s) if s in order else len(order), s))
-    detail = ", ".join(f"{by_status[s]} {s}" for s in shown if all_statuses or s != "terminated")
+    detail = ", ".join(f"{by_status[s]} {s}" for s in shown if all_statuses or s != "completed")
     return f"{len(trials)}" + (f" ({detail})" if detail else "")
 
 

@@ -6,10 +6,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..dag.result import stage_rows
-from ..store.records import RunRecord
+from ..store.records import RunRecord, RunStatus
 
 _STYLE = {"succeeded": "green", "cached": "cyan", "failed": "red", "skipped": "yellow",
-          "running": "blue", "interrupted": "magenta"}
+          "running": "blue", "cancelled": "magenta", "abandoned": "magenta"}
 
 
 def _console() -> Console:
@@ -36,7 +36,12 @@ def print_run(run: RunRecord) -> None:
     console = _console()
     console.print(table)
     if run.params:
-        console.print("params: " + ", ".join(f"{k}={v!r}" for k, v in run.params.items()))
+        console.print("params: " + ", ".join(f"{k}={v!r}" for k, v in run.params.items()), markup=False)
+    if run.status in (RunStatus.RUNNING, RunStatus.ABANDONED) and run.driver_pid is not None:
+        state = "runs it" if run.status == RunStatus.RUNNING else "is gone; resume the run with --resume"
+        console.print(f"driver: pid {run.driver_pid} on {run.driver_host} {state}", markup=False)
+    if run.resumed_by is not None:
+        console.print(f"resumed by run {run.resumed_by}", markup=False)
 
 
 def print_runs(runs: list[RunRecord]) -> None:

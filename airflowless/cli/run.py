@@ -1,12 +1,22 @@
-"""``airflowless run``: run a pipeline module on the cluster."""
+"""``airflowless run``: run a pipeline module on the cluster.
+
+Everything that can be checked is checked before a cluster starts (the
+pipeline, its parameters, the run to resume). Every error ends as one line
+on stderr and an exit code: 2 for what the user can fix in the command, 1 for
+a run that failed (a stage, or the cluster going away), 128 + the signal for
+a run cancelled by SIGINT (130) or SIGTERM (143).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import signal
 import sys
 
 import click
 
-from ..errors import AirflowlessError, ParameterError
+from ..errors import AirflowlessError, ClusterLostError, ParameterError, RunCancelled
 
 
 @click.command()
@@ -36,15 +46,29 @@ def run(target: str, params: tuple[str, ...], address: str | None, resume: int |
         store = open_store(db)
         if resume is not None:
             try:
-                store.get_run(resume)  # before starting a cluster
+                values = pipe.resume_params(store, resume, values)  # before starting a cluster
             except KeyError as exc:
                 raise ParameterError(f"cannot resume: {exc.args[0]}; see `airflowless runs list`") from None
+            pipe.graph(**values)  # the resumed run's parameters still trace
         client = init(address or _background_cluster())
         try:
             result = pipe.run(values, client=client, store=store, cache=not no_cache, resume=resume,
                               raise_on_failure=False)
+        except ClusterLostError:  # the client's reconnect, cancelled by shutdown, would log a traceback
+            logging.disable(logging.CRITICAL)  # this process is about to exit
+            raise
         finally:
-            shutdown()
+            with contextlib.suppress(Exception):  # a cluster that went away may not close cleanly
+                shutdown()
+    except RunCancelled as exc:
+        name = signal.Signals(exc.signum).name
+        click.echo(f"run {exc.run_id} cancelled by {name}; resume with: "
+                   f"airflowless run {target} --resume {exc.run_id}", err=True)
+        sys.exit(exc.exit_code)
+    except ClusterLostError as exc:
+        click.echo(f"error: the cluster at {exc.address} went away during run {exc.run_id}; start a cluster "
+                   f"and resume with: airflowless run {target} --resume {exc.run_id}", err=True)
+        sys.exit(1)
     except AirflowlessError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -115,14 +115,10 @@ def _ship_by_value(module: ModuleType) -> None:
 
 
 def _print_routes(url: str, name: str, route_prefix: str, app: Any) -> None:
-    from ..serve.adapter import ingress_methods
-
     base = url + ("" if route_prefix == "/" else route_prefix)
     click.echo(f"serving application {name!r} at {base or url}/")
-    methods = sorted(m for m in ingress_methods(app.deployment) if m != "__call__")
-    click.echo(f"  POST {base}/   -> {app.deployment.name}.__call__(body)")
-    for method in methods:
-        click.echo(f"  POST {base}/{method}   -> {app.deployment.name}.{method}(body)")
+    for path, route in sorted(app.deployment.http_routes.items()):
+        click.echo(f"  POST {base}/{path}   -> {app.deployment.name}.{route.method}(body)")
     click.echo(f"  GET  {url}/-/healthz   GET {url}/-/routes")
     click.echo("press Ctrl+C to stop")
 
@@ -192,11 +188,80 @@ def _process(row: dict[str, Any], here: str) -> str:
     return f"{row['pid']} alive" if _same_process(row["pid"], row["created_at"]) else f"{row['pid']} gone"
 
 
+def _serve_run_command(argv: list[str]) -> bool:
+    """Whether ``argv`` runs ``airflowless ... serve run`` (the console script or ``python -m airflowless.cli``)."""
+    for i, arg in enumerate(argv):
+        if os.path.basename(arg) == "airflowless":
+            rest = argv[i + 1:]
+        elif arg == "-m" and argv[i + 1:i + 2] in (["airflowless"], ["airflowless.cli"]):
+            rest = argv[i + 2:]
+        else:
+            continue
+        return any(rest[j:j + 2] == ["serve", "run"] for j in range(len(rest)))
+    return False
+
+
+def _ours(pid: int) -> str | None:
+    """Why live process ``pid`` must not be signalled, or ``None`` if it is our ``serve run`` process.
+
+    Ours: run by this user, with the command line ``airflowless serve run`` (the
+    caller has checked it is alive and started before its row was written). A
+    row in a shared store names the pid, so the process must prove the rest.
+    """
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        if process.uids().real != os.getuid():
+            return "it belongs to another user"
+        argv = process.cmdline()
+    except psutil.Error as exc:
+        return f"it cannot be inspected ({type(exc).__name__})"
+    if not _serve_run_command(argv):
+        return f"its command line is {' '.join(argv)[:200]!r}, not `airflowless serve run`"
+    return None
+
+
+def _stop_orphans(address: str | None, owners: list[str]) -> None:
+    """Stop, on the cluster's workers, the replicas that controllers ``owners`` left running."""
+    from distributed import Client
+
+    from ..serve.replica import stop_replicas
+    from ..settings import get_settings
+    from .run import _background_cluster
+
+    lease = get_settings().serve_lease_s
+    address = address or get_settings().address or _background_cluster()
+    if address is None:
+        click.echo(f"no cluster to reach (pass --address): their replicas stop by themselves within {lease:g} s "
+                   "once their controller is gone")
+        return
+    try:
+        with Client(address, timeout=10, set_as_default=False) as client:
+            stopped = client.run(stop_replicas, owners, on_error="return")
+    except (OSError, TimeoutError) as exc:
+        click.echo(f"cannot reach the cluster at {address} ({exc}); their replicas stop by themselves within "
+                   f"{lease:g} s once their controller is gone", err=True)
+        return
+    count = sum(len(ids) for ids in stopped.values() if isinstance(ids, list))
+    click.echo(f"stopped {count} replica(s) left running on {address} by process(es) that are gone")
+
+
 @serve.command("shutdown")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the processes to exit.")
 @click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
-def shutdown_cmd(timeout: float, db: str | None) -> None:
-    """Stop the serving processes of this machine recorded as running (SIGTERM), and mark them stopped."""
+@click.option("--address", metavar="ADDRESS", default=None,
+              help="Scheduler whose workers host replicas of serving processes that are gone (default: "
+                   "AIRFLOWLESS_ADDRESS, else the cluster of `airflowless cluster up`).")
+def shutdown_cmd(timeout: float, db: str | None, address: str | None) -> None:
+    """Stop the `airflowless serve run` processes of this machine recorded as running, and mark them stopped.
+
+    \b
+    Each process gets SIGTERM only once it proves it is one (this user's, started
+    before its row, command line `airflowless serve run`); other pids in the store
+    are left alone. Replicas of a serving process that is gone (killed) are stopped
+    on the cluster's workers.
+    """
     from .runs import _open
 
     store = _open(db)
@@ -211,27 +276,38 @@ def shutdown_cmd(timeout: float, db: str | None) -> None:
     for r in rows:
         apps.setdefault(r["pid"], set()).add(r["app"])
         started[r["pid"]] = min(started.get(r["pid"], r["created_at"]), r["created_at"])
-    signalled = []
+    signalled, gone, refused = [], [], {}
     for pid in sorted(apps):
         names = ", ".join(sorted(apps[pid]))
-        if pid != os.getpid() and _same_process(pid, started[pid]):
+        if pid == os.getpid() or not _same_process(pid, started[pid]):
+            gone.append(pid)
+            click.echo(f"process {pid} (serving {names}) is gone; marking it stopped")
+        elif (why := _ours(pid)) is not None:
+            refused[pid] = why
+            click.echo(f"process {pid} (serving {names}) was not signalled: {why}", err=True)
+        else:
             os.kill(pid, signal.SIGTERM)
             signalled.append(pid)
             click.echo(f"sent SIGTERM to process {pid} (serving {names})")
-        else:
-            click.echo(f"process {pid} (serving {names}) is gone; marking it stopped")
     deadline = time.monotonic() + timeout
     alive = set(signalled)
     while alive and time.monotonic() < deadline:
         alive = {pid for pid in alive if _same_process(pid, started[pid])}
         time.sleep(0.1)
     for pid, served in apps.items():
-        if pid not in alive:
+        if pid not in alive and pid not in refused:
             for app in served:
                 store.update_deployment_status(app, "stopped", pid=pid, hostname=here)
     store.close()
+    if gone:
+        _stop_orphans(address, [f"{here}:{pid}" for pid in gone])
     if alive:
         click.echo(f"error: process(es) {sorted(alive)} still run after {timeout:g} s; "
                    f"stop them with kill {' '.join(map(str, sorted(alive)))}", err=True)
+    if refused:
+        click.echo(f"error: process(es) {sorted(refused)} are recorded as serving but are not this user's "
+                   "`airflowless serve run`; stop serve inside them with serve.shutdown(), or remove "
+                   "their rows", err=True)
+    if alive or refused:
         sys.exit(1)
     click.echo(f"stopped {len(signalled)} serving process(es)")

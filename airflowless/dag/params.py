@@ -13,12 +13,12 @@ import json
 import types
 import typing
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from ..errors import ParameterError
 
-__all__ = ["Param", "params_of", "parse_value", "parse_assignments", "bind_params"]
+__all__ = ["Param", "params_of", "parse_value", "parse_assignments", "bind_params", "mismatch"]
 
 _MISSING = inspect.Parameter.empty
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
@@ -39,7 +39,14 @@ class Param:
     def type_name(self) -> str:
         if self.annotation is _MISSING:
             return "any" if self.required else type(self.default).__name__
-        return getattr(self.annotation, "__name__", None) or str(self.annotation)
+        return _type_name(self.annotation)
+
+
+def _type_name(annotation: Any) -> str:
+    """``list[int]`` for generics (their ``__name__`` is only ``list``), else the class name."""
+    if typing.get_origin(annotation) is not None:
+        return str(annotation).replace("typing.", "")
+    return getattr(annotation, "__name__", None) or str(annotation)
 
 
 def params_of(fn: Any) -> dict[str, Param]:
@@ -95,10 +102,66 @@ def _parse(text: str, annotation: Any) -> Any:
         kind = origin or annotation
         if not isinstance(value, list if kind is tuple else kind):
             raise ValueError(f"expected a JSON {kind.__name__}")
-        return tuple(value) if kind is tuple else value
+        value = tuple(value) if kind is tuple else value
+        problem = mismatch(value, annotation)
+        if problem:
+            raise ValueError(problem)
+        return value
     if isinstance(annotation, type):
         return annotation(text)
     return text
+
+
+def mismatch(value: Any, annotation: Any) -> str | None:
+    """Why ``value`` is not a ``annotation`` (``None`` when it is, or when the type cannot be checked).
+
+    >>> mismatch(["a"], list[int])
+    "item 0: 'a' is not int"
+    """
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation in (_MISSING, Any) or isinstance(annotation, typing.TypeVar):
+        return None
+    if origin in (typing.Union, types.UnionType):
+        problems = [mismatch(value, option) for option in args]
+        return None if any(p is None for p in problems) else f"{value!r} is not {_type_name(annotation)}"
+    if origin is typing.Literal:
+        return None if value in args else f"{value!r} is not one of {list(args)}"
+    if annotation is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else f"{value!r} is not float"
+    if annotation is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else f"{value!r} is not int"
+    if annotation is Path:
+        return None if isinstance(value, (str, PurePath)) else f"{value!r} is not a path"
+    if origin in (list, tuple, dict) or annotation in (list, tuple, dict):
+        return _container_mismatch(value, origin or annotation, args)
+    if isinstance(annotation, type):
+        return None if isinstance(value, annotation) else f"{value!r} is not {annotation.__name__}"
+    return None
+
+
+def _container_mismatch(value: Any, kind: type, args: tuple[Any, ...]) -> str | None:
+    accepted: tuple[type, ...] = (list, tuple) if kind is tuple else (kind,)
+    if not isinstance(value, accepted):
+        return f"{value!r} is not a {kind.__name__}"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = (mismatch(key, args[0]) or mismatch(item, args[1])) if len(args) == 2 else None
+            if problem:
+                return f"item {key!r}: {problem}"
+        return None
+    items = list(typing.cast("list[Any]", value))  # a list or tuple here
+    if kind is tuple and args and args[-1] is not Ellipsis:
+        if len(items) != len(args):
+            return f"{value!r} has {len(items)} items, expected {len(args)}"
+        item_types = list(args)
+    else:
+        item_types = [args[0] if args else Any] * len(items)
+    for index, (item, item_type) in enumerate(zip(items, item_types, strict=True)):
+        problem = mismatch(item, item_type)
+        if problem:
+            return f"item {index}: {problem}"
+    return None
 
 
 def parse_value(name: str, text: str, annotation: Any) -> Any:
@@ -106,7 +169,7 @@ def parse_value(name: str, text: str, annotation: Any) -> Any:
     try:
         return _parse(text, annotation)
     except (ValueError, TypeError, json.JSONDecodeError) as exc:
-        type_name = getattr(annotation, "__name__", None) or str(annotation)
+        type_name = _type_name(annotation)
         raise ParameterError(
             f"parameter {name!r} expects {type_name}, got {text!r} ({exc}); "
             f"pass e.g. --param {name}=<{type_name}>"
@@ -116,11 +179,18 @@ def parse_value(name: str, text: str, annotation: Any) -> Any:
 def parse_assignments(pairs: list[str], declared: dict[str, Param]) -> dict[str, Any]:
     """``["k=v", ...]`` parsed to each parameter's declared type (or its default's type)."""
     values: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         name = name.strip()
         if not sep or not name:
             raise ParameterError(f"a parameter is set as name=value, got {pair!r}")
+        if name in given:
+            raise ParameterError(
+                f"parameter {name!r} is set once per run, got it twice ({given[name]!r} and {pair!r}); "
+                "keep one --param for it"
+            )
+        given[name] = pair
         if name not in declared:
             raise ParameterError(
                 f"unknown parameter {name!r}; this pipeline takes {sorted(declared) or 'no parameters'}"
@@ -146,4 +216,12 @@ def bind_params(pipeline: str, declared: dict[str, Param], given: dict[str, Any]
             f"pipeline {pipeline!r} needs parameter(s) {missing}; pass them, e.g. "
             + " ".join(f"--param {m}=..." for m in missing)
         )
+    for name, value in given.items():
+        problem = mismatch(value, declared[name].annotation)
+        if problem:
+            type_name = declared[name].type_name
+            raise ParameterError(
+                f"parameter {name!r} of pipeline {pipeline!r} expects {type_name}, got {value!r} ({problem}); "
+                f"pass a {type_name}"
+            )
     return {name: given.get(name, p.default) for name, p in declared.items()}

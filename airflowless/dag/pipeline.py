@@ -19,7 +19,8 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ParameterError, PipelineDefinitionError
+from ..errors import ParameterError, PipelineDefinitionError, ResumeError
+from ..jsonsafe import require_finite
 from .graph import Graph
 from .params import Param, bind_params, params_of
 from .trace import tracing
@@ -50,6 +51,7 @@ class Pipeline:
     def graph(self, **params: Any) -> Graph:
         """Trace the pipeline with ``params`` (defaults filled in) and validate the graph."""
         bound = bind_params(self.name, self.params, params)
+        require_finite(bound, what="parameter")  # the record keeps them as JSON
         with tracing(self.name) as trace:
             try:
                 returned = self.fn(**bound)
@@ -84,19 +86,7 @@ class Pipeline:
         db = store if store is not None and not isinstance(store, str) else open_store(store)
         given = dict(params or {})
         if resume is not None:
-            earlier = db.get_run(resume)
-            if earlier.pipeline != self.name:
-                raise ParameterError(
-                    f"run {resume} is a run of pipeline {earlier.pipeline!r}, not {self.name!r}; "
-                    "resume it with that pipeline"
-                )
-            changed = {k: v for k, v in given.items() if earlier.params.get(k) != v}
-            if changed:
-                raise ParameterError(
-                    f"a resumed run keeps the parameters of run {resume} ({earlier.params}); "
-                    f"got different values for {sorted(changed)} — start a new run instead"
-                )
-            given = dict(earlier.params)
+            given = self.resume_params(db, resume, given)
         bound = bind_params(self.name, self.params, given)
         graph = self.graph(**bound)
         client = client or init(address, quiet=True)
@@ -105,6 +95,31 @@ class Pipeline:
             storage=storage or get_settings().storage, use_cache=cache, resume_from=resume,
             raise_on_failure=raise_on_failure,
         )
+
+    def resume_params(self, store: Store, run_id: int, given: dict[str, Any]) -> dict[str, Any]:
+        """The parameters to resume run ``run_id`` with, checked before anything starts.
+
+        :class:`KeyError` if there is no such run; :class:`ParameterError` if it is
+        another pipeline's run or ``given`` differs from its parameters;
+        :class:`~airflowless.errors.ResumeError` if it cannot be resumed now (its
+        driver is alive, or another live run is resuming it).
+        """
+        earlier = store.get_run(run_id)
+        if earlier.pipeline != self.name:
+            raise ParameterError(
+                f"run {run_id} is a run of pipeline {earlier.pipeline!r}, not {self.name!r}; "
+                "resume it with that pipeline"
+            )
+        changed = {k: v for k, v in given.items() if earlier.params.get(k) != v}
+        if changed:
+            raise ParameterError(
+                f"a resumed run keeps the parameters of run {run_id} ({earlier.params}); "
+                f"got different values for {sorted(changed)} — start a new run instead"
+            )
+        blocker = store.resume_blocker(run_id)
+        if blocker is not None:
+            raise ResumeError(f"cannot resume: {blocker}")
+        return dict(earlier.params)
 
     def resume(self, run_id: int, **options: Any) -> RunResult:
         """Run again what failed or never ran in run ``run_id``, reusing what finished."""

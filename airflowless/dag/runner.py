@@ -10,24 +10,42 @@ then only watches: it turns task events and results into rows of the record
 Stages whose output is already known — a cache hit, or a finished stage of the
 run being resumed — are not run; if a later stage reads them, their task loads
 the stored output instead.
+
+Every way out of :func:`execute` settles every stage row: the run ends
+``succeeded`` or ``failed`` as its stages did; ``cancelled`` on SIGINT/SIGTERM
+(:class:`~airflowless.errors.RunCancelled`); ``failed`` with a
+:class:`~airflowless.errors.ClusterLostError` when the scheduler goes away.
+While it runs, the driver keeps a heartbeat (:mod:`.lifecycle`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import queue
+import signal
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ClusterError, PipelineRunError, StageFailedError, StageTimeoutError
+from ..errors import (
+    ClusterError,
+    ClusterLostError,
+    PipelineRunError,
+    RunCancelled,
+    StageFailedError,
+    StageTimeoutError,
+)
+from ..integrity import SigningKeyPlugin, current_key
 from ..store.records import RunStatus, StageRecord, StageStatus
 from .cache import cache_keys
 from .graph import Graph
-from .outputs import output_exists, output_uri
+from .lifecycle import Heartbeat, cancel_on_signals
+from .outputs import output_uri
 from .result import RunResult
+from .reuse import still_reusable
 from .task import EVENT_TOPIC, Outcome, StageCall, load_stage_output, run_stage
 
 if TYPE_CHECKING:
@@ -83,18 +101,23 @@ def _plan(graph: Graph, order: list[str], *, run_id: int, store: Store, storage:
           use_cache: bool, resume_from: int | None) -> dict[str, _Plan]:
     keys = cache_keys(graph, order)
     plans: dict[str, _Plan] = {}
+    renewed: set[str] = set()  # found an earlier output but runs again: what reads it runs again too
     for name in order:
         stage = graph.nodes[name].stage
         reuse = None
-        if resume_from is not None:
-            reuse = store.find_output(keys[name], run_id=resume_from)
-        if reuse is None and use_cache and stage.options.cache:
-            reuse = store.find_output(keys[name])
-        if reuse is not None and not (reuse.output_uri and output_exists(reuse.output_uri)):
-            reuse = None
+        if any(up in renewed for up in graph.nodes[name].upstream):
+            renewed.add(name)
+        else:
+            if resume_from is not None:
+                reuse = store.find_output(keys[name], run_id=resume_from)
+            if reuse is None and use_cache and stage.options.cache:
+                reuse = store.find_output(keys[name])
+            if reuse is not None and still_reusable(stage, reuse) is None:
+                reuse = None
+                renewed.add(name)
         uri = reuse.output_uri if reuse is not None and reuse.output_uri else output_uri(
             storage, stage=stage.name, cache_key=keys[name], run_id=run_id, node=name,
-            shared=stage.options.cache and use_cache)
+            shared=stage.options.cache and use_cache and name not in renewed)  # renewed: not over the old file
         plans[name] = _Plan(name, keys[name], uri, reuse)
     return plans
 
@@ -108,8 +131,12 @@ def execute(
     order = graph.validate()
     _check_resources(client, graph)
     _register_by_value(graph)
+    client.register_plugin(SigningKeyPlugin(current_key()))  # workers sign and check with our key
     run_id = store.create_run(graph.pipeline, module=module, params=params,
                               address=client.scheduler.address, resumed_from=resume_from)
+    lifecycle = contextlib.ExitStack()
+    lifecycle.enter_context(cancel_on_signals())
+    lifecycle.enter_context(Heartbeat(store, run_id))
     try:
         plans = _plan(graph, order, run_id=run_id, store=store, storage=storage,
                       use_cache=use_cache, resume_from=resume_from)
@@ -123,10 +150,40 @@ def execute(
         ])
         return _Watch(graph, order, plans, run_id, client, store).run(raise_on_failure)
     except BaseException as exc:
-        status = RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.FAILED
+        raised = _settle(store, run_id, client, exc)
+        if raised is exc:
+            raise
+        raise raised from exc
+    finally:
+        lifecycle.close()
+
+
+def _cluster_gone(client: Client) -> bool:
+    return client.status != "running"
+
+
+def _settle(store: Store, run_id: int, client: Client, exc: BaseException) -> BaseException:
+    """Record how the run ended after ``exc`` (every stage row settled); return what to raise."""
+    if isinstance(exc, KeyboardInterrupt):
+        signum = exc.signum if isinstance(exc, RunCancelled) else int(signal.SIGINT)
+        status, error = RunStatus.CANCELLED, f"cancelled by {signal.Signals(signum).name}"
+        raised: BaseException = RunCancelled(signum, run_id)
+    elif isinstance(exc, ClusterLostError) or _cluster_gone(client):
+        raised = exc if isinstance(exc, ClusterLostError) else ClusterLostError(
+            run_id, str(client.scheduler.address), _unsettled(store, run_id))
+        status, error = RunStatus.FAILED, str(raised)
+    else:
+        status, error, raised = RunStatus.FAILED, f"{type(exc).__name__}: {exc}", exc
+    with contextlib.suppress(Exception):  # the store may be what failed; readers then see "abandoned"
         if store.get_run(run_id).status == RunStatus.RUNNING:
-            store.finish_run(run_id, status, error=f"{type(exc).__name__}: {exc}")
-        raise
+            store.finish_run(run_id, status, error=error)
+    return raised
+
+
+def _unsettled(store: Store, run_id: int) -> list[str]:
+    with contextlib.suppress(Exception):
+        return [s.node for s in store.get_run(run_id).stages if s.status in StageStatus.UNSETTLED]
+    return []
 
 
 class _Watch:
@@ -155,11 +212,14 @@ class _Watch:
         from dask.base import tokenize
 
         needed = self._needed()
+        # Run ids repeat across stores (each test, each home), clusters outlive runs: a nonce keeps
+        # this run's keys its own, never the still-remembered result of another store's run 1.
+        nonce = uuid.uuid4().hex
         for name in self.order:
             if name not in needed:
                 continue
             node, plan = self.graph.nodes[name], self.plans[name]
-            key = f"{node.stage.name}-{tokenize(self.run_id, name, plan.cache_key)}"
+            key = f"{node.stage.name}-{tokenize(self.run_id, name, plan.cache_key, nonce)}"
             if plan.reuse is not None:
                 self.futures[name] = self.client.submit(
                     load_stage_output, name, plan.output_uri, key=key, pure=False)
@@ -176,6 +236,7 @@ class _Watch:
         from distributed import wait
 
         self.client.subscribe_topic(EVENT_TOPIC, self._on_event)
+        pending: set[str] = set()
         try:
             self._submit()
             pending = set(self.futures)
@@ -183,17 +244,36 @@ class _Watch:
                 with contextlib.suppress(TimeoutError):
                     wait([self.futures[n] for n in pending], timeout=0.25, return_when="FIRST_COMPLETED")
                 self._drain_events()
+                if _cluster_gone(self.client):  # Dask cancels every future when the scheduler is lost
+                    raise self._lost()
                 for name in [n for n in pending if self.futures[n].done()]:
                     pending.discard(name)
                     self._finished(name)
                 pending -= self._enforce_deadlines(pending)
             self._drain_events()
         except BaseException:
-            self.client.cancel(list(self.futures.values()))
+            self._record_finished(pending)
+            if not _cluster_gone(self.client):
+                with contextlib.suppress(Exception):
+                    self.client.cancel(list(self.futures.values()))
             raise
         finally:
-            self.client.unsubscribe_topic(EVENT_TOPIC)
+            if not _cluster_gone(self.client):
+                with contextlib.suppress(Exception):
+                    self.client.unsubscribe_topic(EVENT_TOPIC)
+        if self.errors and _cluster_gone(self.client):
+            raise self._lost()
         return self._close(raise_on_failure)
+
+    def _record_finished(self, pending: set[str]) -> None:
+        """Record the stages that finished before the run was interrupted, not yet seen by the loop."""
+        for name in [n for n in self.order if n in pending and self.futures[n].status == "finished"]:
+            with contextlib.suppress(Exception):
+                self._finished(name)
+
+    def _lost(self) -> ClusterLostError:
+        unfinished = [n for n in self.order if n in self.futures and n not in self.outcomes]
+        return ClusterLostError(self.run_id, str(self.client.scheduler.address), unfinished)
 
     def _on_event(self, event: tuple[float, dict[str, Any]]) -> None:
         _, message = event

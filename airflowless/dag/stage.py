@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from ..errors import ConfigError
+from ..names import check_name
 
 __all__ = ["Stage", "StageOptions", "stage"]
 
@@ -33,8 +34,12 @@ class StageOptions:
     multiplied by ``backoff`` each time (capped at ``max_retry_delay``).
     ``timeout``: seconds an attempt may take. ``resources``: Dask worker
     resources the stage's task needs (e.g. ``{"GPU": 1}``). ``cache``: reuse the
-    output of an earlier run with the same code and inputs. ``version``: bump it
-    to invalidate the cache when code the stage calls (not its own body) changes.
+    output of an earlier run with the same code and inputs; set it to ``False``
+    for a stage whose effect is outside its return value (it serves, it writes to
+    an external system) and cannot be checked. ``cache_valid``: a function given
+    the cached output, asked before it is reused; ``False`` runs the stage again
+    (e.g. "does the URL it returned still answer?"). ``version``: bump it to
+    invalidate the cache when code the stage calls (not its own body) changes.
     """
 
     retries: int = 0
@@ -44,6 +49,7 @@ class StageOptions:
     timeout: float | None = None
     resources: dict[str, float] = field(default_factory=dict)
     cache: bool = True
+    cache_valid: Callable[[Any], bool] | None = None
     version: str = ""
 
     def __post_init__(self) -> None:
@@ -56,6 +62,11 @@ class StageOptions:
             raise ConfigError(f"backoff must be >= 1 (a multiplier), got {self.backoff!r}")
         if self.timeout is not None and self.timeout <= 0:
             raise ConfigError(f"timeout must be a positive number of seconds or None, got {self.timeout!r}")
+        if not isinstance(self.cache, bool):
+            raise ConfigError(f"cache must be True or False, got {self.cache!r}")
+        if self.cache_valid is not None and not callable(self.cache_valid):
+            raise ConfigError(
+                f"cache_valid must be a function of the cached output returning True or False, got {self.cache_valid!r}")
         for key, amount in self.resources.items():
             if not isinstance(key, str) or not isinstance(amount, (int, float)) or amount < 0:
                 raise ConfigError(
@@ -84,7 +95,7 @@ class Stage:
             raise TypeError(f"@stage decorates a function, got {fn!r}")
         self.fn = fn
         self.options = options
-        self.name = name or fn.__name__
+        self.name = check_name("@stage(name=...)", fn.__name__ if name is None else name)
         self.signature = inspect.signature(fn)
         functools.update_wrapper(self, fn)
 

@@ -20,6 +20,7 @@ from ..errors import StageFailedError, StageTimeoutError
 from .deadline import DeadlineExceeded, deadline
 from .graph import StageRef, map_refs
 from .outputs import output_exists, read_output, summarize, write_output
+from .persist import persist_datasets
 from .stage import Stage
 
 __all__ = ["StageCall", "Outcome", "run_stage", "load_stage_output", "EVENT_TOPIC"]
@@ -103,7 +104,12 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
         delay = options.delay(attempt)
         _emit(call, "retrying", attempt=attempt, error=_one_line(error), delay=delay)
         time.sleep(delay)
-    write_output(call.output_uri, value)
+    try:  # what is kept must outlive this cluster: datasets' blocks go to parquet first
+        value = persist_datasets(value, _data_folder(call.output_uri))
+        write_output(call.output_uri, value)
+    except Exception as exc:
+        _emit(call, "failed", attempt=attempt, error=_one_line(exc))
+        raise StageFailedError(call.node, _one_line(exc), traceback.format_exc()) from None
     return Outcome(call.node, value, started, time.time(), attempt, address, call.output_uri,
                    summarize(value))
 
@@ -127,6 +133,11 @@ def load_stage_output(node: str, uri: str) -> Outcome:
     value = read_output(uri)
     return Outcome(node, value, now, time.time(), 0, worker.address if worker else None, uri,
                    summarize(value), reused=True)
+
+
+def _data_folder(output_uri: str) -> str:
+    """Where the files of an output's datasets go: beside the output, ``<output>.data/``."""
+    return output_uri.removesuffix(".pkl") + ".data"
 
 
 def _name(ref: StageRef) -> str:

@@ -18,6 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .block import concat
+from .nulls import with_missing_as_null
+
 __all__ = ["AggregateFn", "Count", "Sum", "Min", "Max", "Mean", "Std", "partial_aggregate",
            "combine_partials"]
 
@@ -80,8 +83,9 @@ def _check(table: pa.Table, keys: tuple[str, ...], aggs: tuple[AggregateFn, ...]
 
 
 def partial_aggregate(table: pa.Table, keys: tuple[str, ...], aggs: tuple[AggregateFn, ...]) -> pa.Table:
-    """Per-group partial states of ``aggs`` over one block."""
+    """Per-group partial states of ``aggs`` over one block (missing values as in :mod:`.nulls`)."""
     _check(table, keys, aggs)
+    table = with_missing_as_null(table, list(dict.fromkeys([*keys, *(a.on for a in aggs if a.on is not None)])))
     specs: list[tuple[Any, ...]] = []
     names: list[str] = []
     for agg in aggs:
@@ -108,58 +112,64 @@ def partial_aggregate(table: pa.Table, keys: tuple[str, ...], aggs: tuple[Aggreg
 
 
 def combine_partials(partials: list[pa.Table], keys: tuple[str, ...], aggs: tuple[AggregateFn, ...]) -> pa.Table:
-    """The final aggregates from every block's partial states, sorted by the keys."""
+    """The final aggregates from every block's partial states, sorted by the keys (missing keys last).
+
+    With no keys there is always one row, also for no rows at all (count and sum 0, the others null).
+    """
     import pandas as pd
 
     # an empty block's partial has no rows and float64 states; skip it so the types merge
     partials = [p for p in partials if p.num_rows] or partials[:1]
-    frame = pa.concat_tables(partials, promote_options="default").to_pandas()
+    if partials:
+        frame = concat(partials).to_pandas()  # int keys of one block may be floats in another (numpy maps)
+    else:
+        frame = pd.DataFrame({a._state(k): pd.Series([], dtype="float64")
+                              for a in aggs for k in ("n", a.kind, "mean", "var")})
     if keys:
         groups: Any = frame.groupby(list(keys), sort=True, dropna=False)
+        out = pd.DataFrame(index=groups.size().index)
+        gid, size = groups.ngroup().to_numpy(), len(out)
     else:
-        frame = frame.assign(__all__=0)
-        groups = frame.groupby("__all__", sort=True)
-    out = pd.DataFrame(index=groups.size().index)
+        groups = frame.assign(__all__=0).groupby("__all__")
+        out = pd.DataFrame(index=pd.Index([0], name="__all__"))
+        gid, size = np.zeros(len(frame), dtype=np.int64), 1
     for agg in aggs:
         s = agg._state
-        if agg.kind == "count":
-            out[agg.output_name] = groups[s("n")].sum().astype("int64")
-        elif agg.kind == "sum":
-            out[agg.output_name] = groups[s("sum")].sum(min_count=1)
-        elif agg.kind == "min":
-            out[agg.output_name] = groups[s("min")].min()
-        elif agg.kind == "max":
-            out[agg.output_name] = groups[s("max")].max()
+        if agg.kind in ("count", "sum"):
+            total = _per_group(groups[s("n") if agg.kind == "count" else s("sum")].sum(min_count=0), size, 0)
+            out[agg.output_name] = total.astype("int64") if agg.kind == "count" else total
+        elif agg.kind in ("min", "max"):
+            out[agg.output_name] = _per_group(getattr(groups[s(agg.kind)], agg.kind)(), size, None)
         else:
-            n = frame[s("n")].astype("float64")
-            weighted = frame[s("mean")] * n
-            total_n = groups[s("n")].sum().astype("float64")
-            mean = weighted.groupby(_group_index(frame, keys)).sum() / total_n
-            if agg.kind == "mean":
-                out[agg.output_name] = mean.where(total_n > 0)
-            else:
-                var_n = frame[s("var")] * n
-                group_mean = _broadcast(mean, frame, keys)
-                m2 = (var_n + n * (frame[s("mean")] - group_mean) ** 2).groupby(_group_index(frame, keys)).sum()
-                ddof = getattr(agg, "ddof", 1)
-                denom = (total_n - ddof).where(total_n - ddof > 0)
-                out[agg.output_name] = np.sqrt(m2 / denom)
+            out[agg.output_name] = _mean_or_std(frame, agg, gid, size)
     out = out.reset_index()
     if not keys:
         out = out.drop(columns="__all__")
-    return pa.Table.from_pandas(out, preserve_index=False)
+    result = pa.Table.from_pandas(out, preserve_index=False)
+    for k in keys:  # pandas turns integer keys with a missing one into floats: back to the block's type
+        wanted = concat([p.slice(0, 0) for p in partials]).schema.field(k).type
+        if not result.schema.field(k).type.equals(wanted):
+            result = result.set_column(result.schema.get_field_index(k), k, result.column(k).cast(wanted))
+    return result
 
 
-def _group_index(frame: Any, keys: tuple[str, ...]) -> Any:
-    import pandas as pd
-
-    if not keys:
-        return frame["__all__"]
-    if len(keys) == 1:
-        return frame[keys[0]]
-    return pd.MultiIndex.from_frame(frame[list(keys)])
+def _per_group(values: Any, size: int, empty: Any) -> Any:
+    """Per-group values in group order; ``empty`` for the one group of a keyless aggregate over no rows."""
+    array = values.to_numpy()
+    return array if len(array) == size else np.array([empty] * size, dtype=object if empty is None else None)
 
 
-def _broadcast(per_group: Any, frame: Any, keys: tuple[str, ...]) -> Any:
-    index = _group_index(frame, keys)
-    return per_group.reindex(index).to_numpy()
+def _mean_or_std(frame: Any, agg: AggregateFn, gid: np.ndarray, size: int) -> np.ndarray:
+    """Mean, or standard deviation with the aggregate's ``ddof``, of each group from its blocks' states."""
+    s = agg._state
+    n = frame[s("n")].to_numpy(dtype="float64")
+    block_mean = np.where(n > 0, frame[s("mean")].to_numpy(dtype="float64", na_value=np.nan), 0.0)
+    total = np.bincount(gid, weights=n, minlength=size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(total > 0, np.bincount(gid, weights=block_mean * n, minlength=size) / total, np.nan)
+        if agg.kind == "mean":
+            return mean
+        block_var = np.where(n > 0, frame[s("var")].to_numpy(dtype="float64", na_value=np.nan), 0.0)
+        m2 = np.bincount(gid, weights=block_var * n + n * (block_mean - mean[gid]) ** 2, minlength=size)
+        denom = total - getattr(agg, "ddof", 1)
+        return np.where(denom > 0, np.sqrt(m2 / np.where(denom > 0, denom, 1.0)), np.nan)

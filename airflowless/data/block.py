@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from ..errors import AirflowlessError
 
-__all__ = ["Block", "BatchFormat", "BATCH_FORMATS", "to_batch", "from_batch", "concat", "rebatch",
-           "BatchTypeError"]
+__all__ = ["Block", "BatchFormat", "BATCH_FORMATS", "to_batch", "from_batch", "tensor_array", "concat", "rebatch",
+           "BatchTypeError", "SchemaMismatchError"]
 
 Block = pa.Table
 BatchFormat = Literal["pandas", "pyarrow", "numpy"]
@@ -30,6 +30,10 @@ class BatchTypeError(AirflowlessError, TypeError):
     """A batch function returned something that is not a batch."""
 
 
+class SchemaMismatchError(AirflowlessError, TypeError):
+    """Blocks whose column types cannot be unified met in one table."""
+
+
 def check_format(batch_format: str) -> str:
     if batch_format not in BATCH_FORMATS:
         raise ValueError(f"batch_format must be one of {list(BATCH_FORMATS)}, got {batch_format!r}")
@@ -37,25 +41,84 @@ def check_format(batch_format: str) -> str:
 
 
 def to_batch(table: pa.Table, batch_format: str) -> Any:
-    """The block as a pandas DataFrame, a pyarrow Table, or a dict of numpy arrays."""
+    """The block as a pandas DataFrame, a pyarrow Table, or a dict of numpy arrays.
+
+    A tensor column (Arrow fixed-size lists, see :func:`tensor_array`) is one
+    ``(rows, *shape)`` numpy array in numpy batches, and holds one
+    ``shape`` array per row in pandas batches.
+    """
     if batch_format == "pyarrow":
         return table
     if batch_format == "pandas":
-        return table.to_pandas()
+        frame = table.to_pandas()
+        for name in table.column_names:
+            if pa.types.is_fixed_size_list(table.schema.field(name).type):
+                tensor = _tensor_to_numpy(table.column(name))
+                if tensor is not None and tensor.ndim > 2:  # Arrow gives arrays of arrays: one array per row
+                    cells = np.empty(len(tensor), dtype=object)
+                    cells[:] = list(tensor)
+                    frame[name] = cells
+        return frame
     if batch_format == "numpy":
         return {name: _column_to_numpy(table.column(name)) for name in table.column_names}
     raise ValueError(f"batch_format must be one of {list(BATCH_FORMATS)}, got {batch_format!r}")
 
 
+def tensor_array(array: np.ndarray) -> pa.Array:
+    """A column of ``array.shape[1:]``-shaped tensors, one per row: nested Arrow fixed-size lists.
+
+    >>> tensor_array(np.arange(6).reshape(3, 2)).type
+    FixedSizeListType(fixed_size_list<item: int64>[2])
+    """
+    column: pa.Array = pa.array(np.ascontiguousarray(array).reshape(-1))
+    for size in reversed(array.shape[1:]):
+        column = pa.FixedSizeListArray.from_arrays(column, size)
+    return column
+
+
+def _tensor_to_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
+    """A fixed-size list column as one ``(rows, *shape)`` array; None if an entry is null."""
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    shape = [len(values)]
+    while pa.types.is_fixed_size_list(values.type):
+        if values.null_count:
+            return None
+        shape.append(values.type.list_size)
+        values = values.flatten()
+    return values.to_numpy(zero_copy_only=False).reshape(shape)
+
+
 def _column_to_numpy(column: pa.ChunkedArray) -> np.ndarray:
+    if pa.types.is_fixed_size_list(column.type):
+        tensor = _tensor_to_numpy(column)
+        if tensor is not None:
+            return tensor
     try:
         return column.to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return np.asarray(column.to_pylist(), dtype=object)
 
 
+def _stacked(values: Any) -> np.ndarray | None:
+    """Equal-shape numpy arrays (a list, or an object array of them) stacked into one array; else None."""
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return values if values.ndim > 1 else None
+    if not isinstance(values, (list, np.ndarray)) or len(values) == 0:
+        return None
+    first = values[0]
+    if not isinstance(first, np.ndarray) or first.ndim == 0 or first.dtype == object:
+        return None
+    if not all(isinstance(v, np.ndarray) and v.shape == first.shape for v in values):
+        return None
+    return np.stack(list(values))
+
+
 def from_batch(batch: Any, *, where: str) -> pa.Table:
-    """A block from what a batch function returned; a clear error naming ``where`` otherwise."""
+    """A block from what a batch function returned; a clear error naming ``where`` otherwise.
+
+    A multi-dimensional numpy array, or a column of equal-shape arrays (numpy
+    or pandas), becomes a tensor column (see :func:`tensor_array`).
+    """
     if isinstance(batch, pa.Table):
         return batch
     if isinstance(batch, pa.RecordBatch):
@@ -70,27 +133,51 @@ def from_batch(batch: Any, *, where: str) -> pa.Table:
         import pandas as pd
 
         if isinstance(batch, pd.DataFrame):
-            return pa.Table.from_pandas(batch, preserve_index=False)
+            return _from_pandas(batch)
     raise BatchTypeError(
         f"{where} returned {type(batch).__name__}; a batch function must return a pandas DataFrame, "
         "a pyarrow Table, or a dict of column name -> numpy array/list"
     )
 
 
+def _from_pandas(frame: Any) -> pa.Table:
+    tensors = {}
+    for name in frame.columns:
+        if frame[name].dtype == object:
+            stacked = _stacked(frame[name].to_numpy())
+            if stacked is not None:
+                tensors[name] = stacked
+    if not tensors:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    rest = pa.Table.from_pandas(frame.drop(columns=list(tensors)), preserve_index=False)
+    arrays = [tensor_array(tensors[name]) if name in tensors else rest.column(str(name)) for name in frame.columns]
+    return pa.Table.from_arrays(arrays, names=[str(n) for n in frame.columns], metadata=rest.schema.metadata)
+
+
 def _to_array(value: Any) -> Any:
-    if isinstance(value, np.ndarray) and value.ndim > 1:
-        return pa.array(list(value))  # a column of vectors
-    return value
+    stacked = _stacked(value)
+    return tensor_array(stacked) if stacked is not None else value
 
 
 def concat(tables: list[pa.Table]) -> pa.Table:
-    """Tables stacked; schemas with the same columns are unified (e.g. null-typed columns)."""
+    """Tables stacked; schemas are unified where Arrow can (null -> any type, int -> float).
+
+    Raises :class:`SchemaMismatchError` naming the column when two blocks
+    hold types that cannot be unified (e.g. an int column that is text in
+    another file).
+    """
     tables = [t for t in tables if t is not None]
     if not tables:
         return pa.table({})
     if len(tables) == 1:
         return tables[0]
-    return pa.concat_tables(tables, promote_options="default")
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
+        raise SchemaMismatchError(
+            f"blocks with different schemas cannot be combined: {exc}. Expected every block to have the same "
+            "column types; cast the column (map_batches, or convert_options=pyarrow.csv.ConvertOptions("
+            "column_types=...) for CSV) or read the sources separately") from exc
 
 
 def rebatch(tables: Iterator[pa.Table], batch_size: int | None, *, drop_last: bool = False) -> Iterator[pa.Table]:

@@ -24,7 +24,8 @@ class DataContext:
     memory). ``stall_timeout_s``: seconds without any progress before a
     :class:`~airflowless.data.execution.executor.StallError` names the operator
     that is blocked. ``progress_bars``: show tqdm bars (None: only on a terminal
-    or in a notebook).
+    or in a notebook). ``optimizer_enabled``: False runs plans as written,
+    without the optimizer's rules (to compare answers with and without them).
     """
 
     max_tasks_in_flight_per_op: int | None = None
@@ -33,6 +34,7 @@ class DataContext:
     stall_timeout_s: float = 300.0
     progress_bars: bool | None = None
     target_max_block_rows: int = 1_000_000
+    optimizer_enabled: bool = True
 
     _current: ClassVar[DataContext | None] = None
     _lock: ClassVar[threading.Lock] = threading.Lock()

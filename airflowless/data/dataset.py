@@ -108,12 +108,34 @@ class Dataset:
         return Dataset(lo.Limit(self._plan, n))
 
     def repartition(self, num_blocks: int, *, shuffle: bool = False) -> Dataset:
+        """``num_blocks`` blocks of near-equal rows, in order; ``shuffle=True``: at random (as :meth:`random_shuffle`)."""
         if num_blocks < 1:
             raise ValueError(f"repartition needs num_blocks >= 1, got {num_blocks}")
-        return Dataset(lo.Repartition(self._plan, num_blocks, shuffle))
+        return Dataset(lo.Repartition(self._plan, num_blocks, shuffle, _new_seed() if shuffle else None))
 
     def random_shuffle(self, *, seed: int | None = None, num_blocks: int | None = None) -> Dataset:
-        return Dataset(lo.RandomShuffle(self._plan, seed, num_blocks))
+        """The rows in a random order.
+
+        Without ``seed``, one is drawn now, when the plan is built: this
+        Dataset gives the same order every time it runs (so the parts of a
+        split of it never overlap); call ``random_shuffle()`` again for a new order.
+        """
+        return Dataset(lo.RandomShuffle(self._plan, _new_seed() if seed is None else seed, num_blocks))
+
+    def random_sample(self, fraction: float, *, seed: int | None = None) -> Dataset:
+        """Each row kept with probability ``fraction`` (about ``fraction * count()`` rows).
+
+        Like :meth:`random_shuffle`, a missing ``seed`` is drawn when the plan
+        is built, so this Dataset gives the same rows every time it runs.
+
+        >>> data.range(1000).random_sample(0.1, seed=0).count()   # doctest: +SKIP
+        104
+        """
+        from .sampling import RandomSampleFn
+
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise ValueError(f"random_sample needs a fraction between 0 and 1, got {fraction!r}")
+        return self._then(RandomSampleFn(float(fraction), _new_seed() if seed is None else seed))
 
     def sort(self, key: str | Sequence[str], descending: bool = False) -> Dataset:
         keys = (key,) if isinstance(key, str) else tuple(key)
@@ -261,6 +283,16 @@ class Dataset:
         frames = [client.submit(lambda t: t.to_pandas(), b, pure=False) for b in plan.blocks]
         return dd.from_delayed(frames) if frames else dd.from_pandas(__import__("pandas").DataFrame(), npartitions=1)
 
+    def num_blocks(self) -> int:
+        """How many blocks this Dataset has (runs the plan unless it is already materialized).
+
+        >>> data.range(100, parallelism=4).num_blocks()   # doctest: +SKIP
+        4
+        """
+        if isinstance(self._plan, lo.FromBlocks):
+            return len(self._plan.blocks)
+        return len(map_reduce(self._plan, lambda t: 1, "NumBlocks"))
+
     def count(self) -> int:
         return int(sum(map_reduce(self._plan, lambda t: t.num_rows, "Count")))
 
@@ -382,6 +414,12 @@ class Dataset:
         import cloudpickle
 
         return hashlib.sha256(cloudpickle.dumps(self._plan)).hexdigest()
+
+
+def _new_seed() -> int:
+    import random
+
+    return random.randrange(2**31)
 
 
 from .grouped import GroupedData  # noqa: E402  (circular: grouped builds Datasets)

@@ -51,14 +51,18 @@ def read_csv(paths: str | Sequence[str], *, columns: Sequence[str] | None = None
                            columns=columns)
 
 
-def read_json(paths: str | Sequence[str], *, storage_options: dict[str, Any] | None = None) -> Dataset:
+def read_json(paths: str | Sequence[str], *, columns: Sequence[str] | None = None,
+              storage_options: dict[str, Any] | None = None) -> Dataset:
     """JSON lines files (``.json``, ``.jsonl``, gzipped too): one object per line.
+
+    Every file must have the columns of the first one, unless ``columns``
+    names the ones to keep (every file must have those).
 
     >>> ds = read_json("s3://bucket/events/", storage_options={"anon": True})  # doctest: +SKIP
     """
     from connectors import get_source
 
-    return read_datasource(get_source("json")(paths, storage_options=storage_options))
+    return read_datasource(get_source("json")(paths, storage_options=storage_options), columns=columns)
 
 
 def read_sql(sql: str, connection_url: str, *, parallelism: int | None = None,
@@ -94,16 +98,17 @@ def from_arrow(tables: pa.Table | list[pa.Table]) -> Dataset:
 
 
 def from_numpy(arrays: Any, column: str = "data") -> Dataset:
-    """A numpy array (or a dict of equal-length arrays), as one block."""
+    """A numpy array (or a dict of equal-length arrays), as one block.
+
+    An array of more than one dimension is a tensor column: batches give it
+    back with its shape, e.g. ``from_numpy(np.zeros((6, 2))).take_batch()["data"].shape == (6, 2)``.
+    """
     import numpy as np
 
-    if isinstance(arrays, dict):
-        return _tables("numpy", [pa.table({k: _column(np.asarray(v)) for k, v in arrays.items()})])
-    return _tables("numpy", [pa.table({column: _column(np.asarray(arrays))})])
+    from .block import from_batch
 
-
-def _column(array: Any) -> Any:
-    return pa.array(list(array)) if array.ndim > 1 else array
+    items = arrays if isinstance(arrays, dict) else {column: arrays}
+    return _tables("numpy", [from_batch({k: np.asarray(v) for k, v in items.items()}, where="from_numpy")])
 
 
 def from_items(items: list[Any], *, parallelism: int = 1) -> Dataset:

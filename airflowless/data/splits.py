@@ -1,18 +1,24 @@
 """Splitting a dataset by row position.
 
 A dataset already materialized is cut at once, where its blocks are. Any
-other dataset stays lazy: each part is a ``RowSlice`` of the same plan, which
-learns the row count when it runs — so the parts can travel between pipeline
-stages as plans. Random splits get a fixed seed when they are made, so every
-part sees the same shuffle.
+other dataset stays lazy: each part is a ``RowSlice`` of one ``Shared`` node
+over the plan, which learns the row count when it runs — so the parts can
+travel between pipeline stages as plans. The shared input runs once, at the
+first run of any part, and its blocks are kept for the other parts: the parts
+partition the same rows even when the plan draws random numbers (a
+``map_batches`` with numpy random). A part unpickled in another process runs
+its input again there; shuffles have their seed fixed when the plan is built,
+so that is the same rows unless user code draws random numbers.
 """
 
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .execution.shared import register
 from .logical import operators as lo
 from .physical import tasks
 from .physical.exchanges import slice_plan
@@ -28,7 +34,9 @@ def _parts(ds: Dataset, spec: lo.SplitSpec, n_parts: int) -> list[Dataset]:
 
     plan = ds._plan
     if not isinstance(plan, lo.FromBlocks):
-        return [Dataset(lo.RowSlice(plan, spec, i)) for i in range(n_parts)]
+        shared = lo.Shared(plan, uuid.uuid4().hex)
+        register(shared, shared.token)
+        return [Dataset(lo.RowSlice(shared, spec, i)) for i in range(n_parts)]
     return _cut(plan, spec.bounds(sum(plan.rows)))
 
 

@@ -13,7 +13,9 @@ or lightgbm, so a cold start costs what Dask's own start costs.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import logging
 import sys
 import threading
 from collections.abc import Iterator
@@ -52,6 +54,7 @@ def init(
     threads_per_worker: int = 1,
     memory_limit: str | float | None = "auto",
     dashboard_address: str | None = ":8787",
+    host: str = "127.0.0.1",
     quiet: bool = False,
 ) -> Client:
     """Start an embedded cluster or connect to one; return its ``distributed.Client``.
@@ -62,6 +65,13 @@ def init(
     each declaring ``CPU`` resources, or one per GPU declaring ``GPU=1`` with
     ``CUDA_VISIBLE_DEVICES`` pinned. The airflowless worker plugin is installed
     either way, and the dashboard link is printed unless ``quiet``.
+
+    Every port of the embedded cluster (scheduler, workers, dashboard) binds
+    ``host``, 127.0.0.1 by default; a ``dashboard_address`` without a host
+    (``":8787"``, ``":0"``) binds there too, and a taken port becomes a free
+    one. Binding wider is explicit: ``host="0.0.0.0"`` or
+    ``dashboard_address="0.0.0.0:8787"``. Workers are ``python -m`` processes
+    that never import your script, so a script needs no ``__main__`` guard.
     """
     global _runtime
     with _lock:
@@ -87,11 +97,13 @@ def init(
                 gpus=detect_gpus(settings.cuda_visible_devices),
                 n_workers=n_workers, threads_per_worker=threads_per_worker,
             )
-            cluster = _start_local(plans, memory_limit=memory_limit,
+            cluster = _start_local(plans, host=host, memory_limit=memory_limit,
                                    dashboard_address=dashboard_address)
             from distributed import Client
 
             client = Client(cluster, set_as_default=True)
+            atexit.unregister(shutdown)
+            atexit.register(shutdown)  # after distributed's own exit hooks, so it runs before them
         _install_plugins(client)
         _runtime = _Runtime(client=client, cluster=cluster, address=address or None)
         if not quiet:
@@ -105,42 +117,94 @@ def init(
 def _connect(address: str) -> Client:
     from distributed import Client
 
+    _check_reachable(address)
     try:
         return Client(address, timeout=10, set_as_default=True)
     except (OSError, TimeoutError) as exc:
-        raise ClusterError(
-            f"cannot reach a Dask scheduler at {address!r} ({exc}); start one with "
-            "`airflowless cluster up` or `dask scheduler`, or unset AIRFLOWLESS_ADDRESS "
-            "to use an embedded cluster"
-        ) from exc
+        raise _unreachable(address, exc) from exc
 
 
-def _start_local(plans: list[WorkerPlan], *, memory_limit: Any, dashboard_address: str | None) -> Any:
-    from distributed import LocalCluster, Nanny
-
-    first = plans[0]
-    uniform = all(p.nthreads == first.nthreads and p.resources == first.resources and not p.env
-                  for p in plans)
-    cluster = LocalCluster(
-        n_workers=len(plans) if uniform else 0,
-        threads_per_worker=first.nthreads,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=dashboard_address,
-        memory_limit=memory_limit,
-        resources=first.resources,
+def _unreachable(address: str, exc: BaseException) -> ClusterError:
+    return ClusterError(
+        f"cannot reach a Dask scheduler at {address!r} ({exc}); start one with "
+        "`airflowless cluster up` or `dask scheduler`, or unset AIRFLOWLESS_ADDRESS "
+        "to use an embedded cluster"
     )
-    if not uniform:  # GPU workers: each its own env and resources
-        base = cluster.new_worker_spec()
-        options = next(iter(base.values()))["options"]
-        for plan in plans:
-            cluster.worker_spec[plan.name] = {
-                "cls": Nanny,
-                "options": {**options, "nthreads": plan.nthreads, "resources": plan.resources,
-                            "env": plan.env, "name": plan.name},
-            }
-        cluster.sync(cluster._correct_state)
-    return cluster
+
+
+def _check_reachable(address: str) -> None:
+    """Fail at once on what Client would report late or raw: no TLS settings, a refused port."""
+    import socket
+
+    from distributed.comm import parse_address, parse_host_port
+    from distributed.security import Security
+
+    scheme, location = parse_address(address)
+    if scheme == "tls" and Security().get_connection_args("client").get("ssl_context") is None:
+        raise ClusterError(
+            f"expected TLS settings to connect to {address!r}, got none; set the Dask config "
+            "distributed.comm.tls.ca-file, .client.cert and .client.key (or the "
+            "DASK_DISTRIBUTED__COMM__TLS__* environment variables), or connect to a tcp:// address"
+        )
+    if scheme not in {"tcp", "tls"}:
+        return
+    try:
+        host, port = parse_host_port(location)
+        socket.create_connection((host, port), timeout=2).close()
+    except ConnectionRefusedError as exc:
+        raise _unreachable(address, exc) from exc
+    except (OSError, ValueError):
+        return  # slow or odd: let Client try, with its timeout
+
+
+def _start_local(plans: list[WorkerPlan], *, host: str, memory_limit: Any,
+                 dashboard_address: str | None) -> Any:
+    """A ``SpecCluster``: the scheduler in this process, each worker a :class:`WorkerProcess`."""
+    from distributed import Scheduler, SpecCluster
+
+    from .worker_process import WorkerProcess
+
+    workers = {
+        plan.name: {"cls": WorkerProcess, "options": {
+            "nthreads": plan.nthreads, "resources": plan.resources, "env": plan.env,
+            "memory_limit": memory_limit, "host": host}}
+        for plan in plans
+    }
+    scheduler = {"cls": Scheduler, "options": {
+        "host": host, "port": 0, "protocol": "tcp://", "dashboard": dashboard_address is not None,
+        "dashboard_address": _dashboard_address(dashboard_address, host)}}
+    return SpecCluster(scheduler=scheduler, workers=workers, worker=workers[plans[0].name],
+                       silence_logs=logging.WARN, name="airflowless")
+
+
+def _dashboard_address(address: str | None, host: str) -> str | None:
+    """``address`` with ``host`` where it names none (``":8787"`` binds no wider than the cluster).
+
+    A port that is taken becomes ``0`` (a free one), so Dask does not warn
+    before the dashboard line is printed.
+    """
+    if address is None:
+        return None
+    named, _, port_text = str(address).rpartition(":")
+    if named:
+        return str(address)
+    port = int(port_text or 0)
+    if port and not _port_free(host, port):
+        port = 0
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _port_free(host: str, port: int) -> bool:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _install_plugins(client: Client) -> None:
@@ -157,10 +221,37 @@ def shutdown() -> None:
     if runtime is None:
         return
     with contextlib.suppress(Exception):
-        runtime.client.close()
+        runtime.client.close()  # first: its futures are released, no worker holds results we lose
     if runtime.cluster is not None:
-        with contextlib.suppress(Exception):
-            runtime.cluster.close()
+        scheduler_log = logging.getLogger("distributed.scheduler")
+        scheduler_log.addFilter(_drop_lost_task_warning)
+        try:
+            with contextlib.suppress(Exception):
+                runtime.cluster.sync(_close_workers, runtime.cluster)  # while the scheduler listens
+            with contextlib.suppress(Exception):
+                runtime.cluster.close()
+        finally:
+            scheduler_log.removeFilter(_drop_lost_task_warning)
+
+
+async def _close_workers(cluster: Any, drain_s: float = 2.0) -> None:
+    """Let the scheduler forget the closed client's tasks (briefly), then close the workers.
+
+    Results still held after that (a serve replica, a published dataset) go
+    with the cluster; the scheduler's warning that they are lost and "will be
+    recomputed elsewhere" is not true of a cluster shutting down, so it is dropped.
+    """
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + drain_s
+    while cluster.scheduler.tasks and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await asyncio.gather(*(worker.close() for worker in list(cluster.workers.values())))
+
+
+def _drop_lost_task_warning(record: Any) -> bool:
+    return "caused the cluster to lose already computed task" not in str(record.msg)
 
 
 def is_initialized() -> bool:

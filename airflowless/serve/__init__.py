@@ -13,7 +13,7 @@
 The folder is the architecture: ``deployment``/``application`` (what the user
 declares), ``controller`` (core, no I/O) + ``autoscaling`` (pure decision),
 ``adapter`` (Dask side), ``replica`` (the actor), ``wire`` (data plane),
-``router``, ``handle``, ``proxy`` (ASGI), ``batching``, ``predictor``, ``records`` (the store).
+``router``, ``handle``, ``routing`` (what HTTP reaches), ``proxy`` (ASGI), ``batching``, ``predictor``, ``records`` (the store).
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ from .errors import (
     ServeError,
 )
 from .handle import DeploymentHandle, DeploymentResponse
+from .http_options import HTTPOptions
 from .predictor import Predictor, PredictorDeployment
+from .routing import route
 
 __all__ = [
-    "deployment", "Deployment", "Application", "batch", "run", "start", "status", "delete", "shutdown",
+    "deployment", "Deployment", "Application", "batch", "route", "HTTPOptions", "run", "start", "status", "delete", "shutdown",
     "get_app_handle", "http_address", "DeploymentHandle", "DeploymentResponse", "AutoscalingConfig",
     "DeploymentConfig", "PredictorDeployment", "Predictor", "BatchPredictor", "ServeError", "BadRequestError",
     "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import threading
 import time
 import uuid
@@ -42,6 +41,8 @@ from .controller import (
 from .deployment import Deployment
 from .errors import DeploymentNotFoundError, ServeError
 from .handle import metadata_key
+from .http_options import HTTPOptions
+from .http_server import make_server, run_server
 from .proxy import RouteTarget, build_app
 from .replica import Replica, ReplicaInfo, ReplicaSpec
 from .router import Router
@@ -52,7 +53,6 @@ __all__ = ["ServeRuntime", "current_runtime", "start_runtime", "stop_runtime"]
 _TICK_S = 0.25
 _METRICS_S = 0.5
 _START_TIMEOUT_S = 300.0
-_RESERVED_METHODS = {"reconfigure", "check_health"}
 
 
 @dataclass
@@ -63,21 +63,12 @@ class _App:
     ingress: Key
 
 
-def ingress_methods(deployment: Deployment) -> frozenset[str]:
-    if deployment.is_function:
-        return frozenset({"__call__"})
-    cls: Any = deployment.target
-    names = {n for n, v in inspect.getmembers(cls) if not n.startswith("_") and callable(v)}
-    if any("__call__" in vars(base) for base in cls.__mro__[:-1]):
-        names.add("__call__")
-    return frozenset(names - _RESERVED_METHODS)
-
-
 class ServeRuntime:
     """Serve's driver side: controller + Dask adapter + routers + HTTP proxy on one loop thread."""
 
-    def __init__(self, *, address: str, host: str, port: int) -> None:
-        self.address, self.host, self.port = address, host, port
+    def __init__(self, *, address: str, http_options: HTTPOptions) -> None:
+        self.address, self.http_options = address, http_options
+        self.host, self.port = http_options.host, http_options.port
         self.loop = asyncio.new_event_loop()
         self.core = Controller()
         self.apps: dict[str, _App] = {}
@@ -116,15 +107,11 @@ class ServeRuntime:
             raise
 
     async def _astart(self) -> None:
-        import uvicorn
         from distributed import Client
 
         self.client = await Client(self.address, asynchronous=True, set_as_default=False)
-        config = uvicorn.Config(build_app(self.routes), host=self.host, port=self.port, log_level="warning",
-                                access_log=False, lifespan="off", loop="none", http="h11",
-                                timeout_keep_alive=30)
-        self.server = uvicorn.Server(config)
-        self._server_task = asyncio.ensure_future(self.server.serve())
+        self.server = make_server(build_app(self.routes, self.http_options), self.http_options)
+        self._server_task = asyncio.ensure_future(run_server(self.server))
         while not self.server.started:
             if self._server_task.done():
                 exc = self._server_task.exception()
@@ -175,7 +162,7 @@ class ServeRuntime:
         elif isinstance(action, StopReplica):
             self._spawn(self._stop_replica(action.key, action.replica_id, drain=action.drain))
         elif isinstance(action, PublishReplicas):
-            self._publish(action.key, action.replica_ids)
+            self._publish(action.key, action.replica_ids, action.unavailable)
 
     async def _start_replica(self, key: Key, replica_id: str) -> None:
         deployment, args, kwargs = self._specs[key]
@@ -252,15 +239,15 @@ class ServeRuntime:
         self._health_due.pop(replica_id, None)
         self.feed(ReplicaStopped(replica_id))
 
-    def _publish(self, key: Key, replica_ids: tuple[str, ...]) -> None:
+    def _publish(self, key: Key, replica_ids: tuple[str, ...], unavailable: str = "") -> None:
         router = self._routers.get(key)
         deployment = self._specs.get(key, (None,))[0]
         infos = [self.core.info(r) for r in replica_ids]
         if router is not None:
-            router.update(infos)
+            router.update(infos, unavailable=unavailable)
         if deployment is not None:
             table = {"replicas": [astuple(i) for i in infos], "max_ongoing": deployment.config.max_ongoing_requests,
-                     "max_queued": deployment.config.max_queued_requests}
+                     "max_queued": deployment.config.max_queued_requests, "unavailable": unavailable}
             self._spawn(self.client.set_metadata(metadata_key(*key), table))
 
     # -- health and metrics ---------------------------------------------------------------------
@@ -345,7 +332,7 @@ class ServeRuntime:
                                  f"{ {k[1]: s.value for k, s in states.items()} }")
             await asyncio.sleep(0.05)
         if route_prefix is not None:
-            self.routes[route_prefix] = RouteTarget(name, self._routers[keys[-1]], ingress_methods(ingress))
+            self.routes[route_prefix] = RouteTarget(name, self._routers[keys[-1]], ingress.http_routes)
 
     async def delete(self, name: str, *, timeout: float = 60.0) -> None:
         app = self.apps.pop(name, None)
@@ -397,7 +384,7 @@ def current_runtime() -> ServeRuntime | None:
     return _runtime
 
 
-def start_runtime(*, host: str, port: int) -> ServeRuntime:
+def start_runtime(http_options: HTTPOptions) -> ServeRuntime:
     global _runtime
     with _lock:
         if _runtime is not None:
@@ -405,7 +392,7 @@ def start_runtime(*, host: str, port: int) -> ServeRuntime:
         from ..runtime.cluster import get_client
 
         client = get_client()  # the worker's client inside a task (e.g. a pipeline stage), else init()
-        runtime = ServeRuntime(address=client.scheduler.address, host=host, port=port)
+        runtime = ServeRuntime(address=client.scheduler.address, http_options=http_options)
         runtime.start()
         _runtime = runtime
         return runtime

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..errors import ConfigError
@@ -19,33 +20,31 @@ from .adapter import current_runtime, start_runtime, stop_runtime
 from .application import Application, flatten
 from .errors import DeploymentNotFoundError
 from .handle import DeploymentHandle
+from .http_options import HTTPOptions
 from .records import record_run, record_status
 
 __all__ = ["start", "run", "status", "delete", "shutdown", "get_app_handle", "http_address"]
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
 
 
 def start(*, http_options: dict[str, Any] | None = None) -> None:
     """Start serve (the controller and the HTTP proxy) in this process; ``serve.run`` does it too.
 
-    ``http_options``: ``{"host": "127.0.0.1", "port": 8000}`` (port 0 picks a free one).
+    ``http_options``: ``{"host": "127.0.0.1", "port": 8000}`` (port 0 picks a free one) and the
+    proxy's limits, e.g. ``{"limit_concurrency": 512, "body_timeout_s": 30.0}``: see
+    :class:`~airflowless.serve.http_options.HTTPOptions` for every key and its default.
     """
-    options = dict(http_options or {})
-    unknown = set(options) - {"host", "port"}
-    if unknown:
-        raise ConfigError(f"unknown http_options {sorted(unknown)}; expected 'host' and/or 'port'")
-    port = options.get("port", DEFAULT_PORT)
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
-        raise ConfigError(f"http_options['port'] must be an int in [0, 65535], got {port!r}")
+    options = HTTPOptions.from_dict(http_options)
     runtime = current_runtime()
     if runtime is not None:
-        if options and (options.get("host", runtime.host), port) != (runtime.host, runtime.port) and port != 0:
-            raise ConfigError(f"serve is already running on {runtime.host}:{runtime.port}; call serve.shutdown() "
-                              "before starting it with other http_options")
+        running = dataclasses.replace(runtime.http_options, port=runtime.port)
+        differ = sorted(key for key, value in (http_options or {}).items()
+                        if getattr(running, key) != value and not (key == "port" and value == 0))
+        if differ:
+            raise ConfigError(f"serve is already running on {runtime.host}:{runtime.port} with other http_options "
+                              f"({', '.join(f'{k}={getattr(running, k)!r}' for k in differ)}); call "
+                              "serve.shutdown() before starting it with new ones")
         return
-    start_runtime(host=str(options.get("host", DEFAULT_HOST)), port=port)
+    start_runtime(options)
 
 
 def http_address() -> str:

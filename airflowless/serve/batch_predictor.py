@@ -1,8 +1,10 @@
 """BatchPredictor: score a Dataset offline with a Train checkpoint, one model per worker process.
 
 >>> predictor = BatchPredictor(result.checkpoint)                    # doctest: +SKIP
->>> scored = predictor.predict(valid_ds, keep_columns=["is_big_tip"]) # lazy Dataset with "predictions"
+>>> scored = predictor.predict(valid_ds, keep_columns=["is_big_tip"]) # doctest: +SKIP
 >>> scored.to_pandas().head()                                         # doctest: +SKIP
+
+``scored`` is a lazy Dataset of the kept columns and a ``predictions`` column.
 
 The scoring is a class-based ``map_batches``: each worker process loads the
 model and the checkpoint's preprocessor once and keeps them for every block
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from ..train.checkpoint import Checkpoint
 
 __all__ = ["BatchPredictor"]
@@ -50,14 +53,63 @@ class _Scorer:
         return kept.assign(predictions=np.asarray(predictions))
 
 
+class _CustomScorer:
+    """A user's predictor class, built once per worker process from the checkpoint."""
+
+    def __init__(self, path: str, predictor_cls: Any, kwargs: dict[str, Any], keep_columns: Sequence[str]) -> None:
+        checkpoint = Checkpoint(path)
+        build = getattr(predictor_cls, "from_checkpoint", None)
+        self.predictor = build(checkpoint, **kwargs) if build is not None else predictor_cls(checkpoint, **kwargs)
+        self.keep = list(keep_columns)
+
+    def __call__(self, frame: Any) -> Any:
+        import numpy as np
+        import pandas as pd
+
+        out = self.predictor.predict(frame)
+        if isinstance(out, dict):
+            out = pd.DataFrame(out)
+        elif not isinstance(out, pd.DataFrame):
+            out = pd.DataFrame({"predictions": list(np.asarray(out))})
+        kept = frame[self.keep].reset_index(drop=True) if self.keep else pd.DataFrame(index=range(len(out)))
+        return pd.concat([kept, out.reset_index(drop=True)], axis=1)
+
+
 class BatchPredictor:
     """Offline predictions for a Dataset from a checkpoint (XGBoost, LightGBM or scikit-learn)."""
 
-    def __init__(self, checkpoint: Checkpoint | str) -> None:
+    def __init__(self, checkpoint: Checkpoint | str, predictor_cls: Any = None, **predictor_kwargs: Any) -> None:
+        from .predictor import Predictor
+
         self.checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
+        self.predictor_cls = None if predictor_cls is Predictor else predictor_cls
+        self.predictor_kwargs = predictor_kwargs
+        if self.predictor_cls is None and predictor_kwargs:
+            raise ConfigError(f"BatchPredictor got predictor arguments {sorted(predictor_kwargs)} but no "
+                              "predictor class; the built-in predictor takes none (pass predictor_cls=YourClass)")
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Checkpoint | str, predictor_cls: Any = None,
+                        **predictor_kwargs: Any) -> BatchPredictor:
+        """As Ray's: a BatchPredictor over ``checkpoint``.
+
+        ``predictor_cls`` None (or ``serve.Predictor``) uses the built-in scorer,
+        which reads the model kind (XGBoost, LightGBM, scikit-learn) and the
+        preprocessor from the checkpoint. Any other
+        class is built once per worker process with
+        ``predictor_cls.from_checkpoint(checkpoint, **predictor_kwargs)`` (or its
+        constructor) and called as ``predict(pandas_frame)``.
+
+        >>> BatchPredictor.from_checkpoint(result.checkpoint).predict(ds)   # doctest: +SKIP
+        """
+        return cls(checkpoint, predictor_cls, **predictor_kwargs)
 
     def predict(self, dataset: Any, *, keep_columns: Sequence[str] = (), concurrency: int | None = None) -> Any:
         """A lazy Dataset of ``keep_columns`` plus a ``predictions`` column."""
+        if self.predictor_cls is not None:
+            return dataset.map_batches(_CustomScorer, batch_format="pandas", concurrency=concurrency,
+                                       fn_constructor_args=(self.checkpoint.path, self.predictor_cls,
+                                                            self.predictor_kwargs, tuple(keep_columns)))
         return dataset.map_batches(_Scorer, batch_format="pandas",
                                    fn_constructor_args=(self.checkpoint.path, tuple(keep_columns)),
                                    concurrency=concurrency)

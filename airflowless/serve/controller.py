@@ -7,12 +7,21 @@ replace failed ones, drain and stop surplus ones, publish the RUNNING set to
 the routers, and autoscale on :class:`Tick`. The adapter
 (:mod:`.adapter`) turns actions into Dask calls and feeds results back.
 
+Start failures: before a deployment has ever had a replica running, the
+third failed start marks it DEPLOY_FAILED (its code or its resources are
+wrong, and ``serve.run`` says so). Once it has run, a replica that cannot be
+started (no worker has the resources free while one restarts, a worker lost
+mid-start) is tried again after a backoff (:data:`BACKOFF_S` doubling up to
+:data:`MAX_BACKOFF_S`, timed by :class:`Tick`), for as long as it takes; while
+no replica runs, the published set says why, and routers fail requests fast
+with that reason.
+
 >>> core = Controller()
 >>> key = ("app", "Model")
 >>> core.handle(DeploymentUpdated(key, DeploymentConfig(num_replicas=1)))
 [StartReplica(key=('app', 'Model'), replica_id='app/Model#1')]
 >>> core.handle(ReplicaStarted("app/Model#1", info=None))
-[PublishReplicas(key=('app', 'Model'), replica_ids=('app/Model#1',))]
+[PublishReplicas(key=('app', 'Model'), replica_ids=('app/Model#1',), unavailable='')]
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ __all__ = [
 
 Key = tuple[str, str]  # (application, deployment)
 MAX_START_FAILURES = 3
+BACKOFF_S = 0.5
+MAX_BACKOFF_S = 5.0
 
 
 class ReplicaState(enum.Enum):
@@ -108,8 +119,11 @@ class StopReplica:
 
 @dataclass(frozen=True)
 class PublishReplicas:
+    """Route to exactly these replicas; ``unavailable`` says why there are none (else empty)."""
+
     key: Key
     replica_ids: tuple[str, ...]
+    unavailable: str = ""
 
 
 Action = StartReplica | StopReplica | PublishReplicas
@@ -132,8 +146,10 @@ class _Deployment:
     start_failures: int = 0
     message: str = ""
     failed: bool = False
+    started_once: bool = False
+    retry_at: float | None = None
     pending: Pending | None = None
-    published: tuple[str, ...] = ()
+    published: tuple[tuple[str, ...], str] = ((), "")
 
 
 class Controller:
@@ -143,6 +159,7 @@ class Controller:
         self.deployments: dict[Key, _Deployment] = {}
         self.replicas: dict[str, _Replica] = {}
         self._counter = 0
+        self._now = 0.0
 
     # -- queries ---------------------------------------------------------------------------
     def replicas_of(self, key: Key, *states: ReplicaState) -> list[_Replica]:
@@ -194,7 +211,7 @@ class Controller:
                 return []
             replica.state, replica.info = ReplicaState.RUNNING, event.info
             if dep is not None:
-                dep.start_failures, dep.message = 0, ""
+                dep.start_failures, dep.message, dep.started_once, dep.retry_at = 0, "", True, None
             return self._reconcile(replica.key)
         if isinstance(event, ReplicaStopped):
             del self.replicas[event.replica_id]
@@ -207,14 +224,19 @@ class Controller:
         dep.message = f"replica {event.replica_id} failed: {event.reason}"
         if event.while_starting:
             dep.start_failures += 1
-            if dep.start_failures >= MAX_START_FAILURES:
+            if dep.started_once:
+                dep.retry_at = self._now + min(BACKOFF_S * 2 ** (dep.start_failures - 1), MAX_BACKOFF_S)
+            elif dep.start_failures >= MAX_START_FAILURES:
                 dep.failed = True
         stop: list[Action] = [StopReplica(replica.key, event.replica_id, drain=False)]
         return stop + self._reconcile(replica.key, force_publish=was_running)
 
     def _tick(self, event: Tick) -> list[Action]:
+        self._now = event.now
         actions: list[Action] = []
         for key, dep in self.deployments.items():
+            if dep.retry_at is not None and dep.retry_at <= self._now:
+                actions += self._reconcile(key)
             auto = dep.config.autoscaling_config
             if auto is None or dep.failed:
                 continue
@@ -235,7 +257,9 @@ class Controller:
         starting = self.replicas_of(key, ReplicaState.STARTING)
         running = self.replicas_of(key, ReplicaState.RUNNING)
         surplus = len(starting) + len(running) - dep.target
-        if surplus < 0 and not dep.failed:
+        if dep.retry_at is not None and dep.retry_at <= self._now:
+            dep.retry_at = None  # the backoff is over
+        if surplus < 0 and not dep.failed and dep.retry_at is None:
             for _ in range(-surplus):
                 self._counter += 1
                 replica_id = f"{key[0]}/{key[1]}#{self._counter}"
@@ -248,7 +272,10 @@ class Controller:
                 replica.state = ReplicaState.STOPPING
                 actions.append(StopReplica(key, replica.replica_id, drain=True))
         published = tuple(r.replica_id for r in self.replicas_of(key, ReplicaState.RUNNING))
-        if published != dep.published or force_publish:
-            dep.published = published
-            actions.insert(0, PublishReplicas(key, published))
+        unavailable = ""
+        if not published and dep.started_once and dep.start_failures:
+            unavailable = f"its replicas cannot be started for now, tried again with backoff ({dep.message})"
+        if (published, unavailable) != dep.published or force_publish:
+            dep.published = (published, unavailable)
+            actions.insert(0, PublishReplicas(key, published, unavailable))
         return actions

@@ -19,6 +19,7 @@ from typing import Any, overload
 
 from ..errors import ConfigError
 from .config import DeploymentConfig
+from .routing import HTTPRoute, http_routes
 
 __all__ = ["Deployment", "deployment"]
 
@@ -56,6 +57,8 @@ class Deployment:
         self.target = target
         self.name = name
         self.config = config
+        self.http_routes: dict[str, HTTPRoute] = http_routes(target)
+        """What HTTP reaches as the ingress: path under the route prefix -> method (see :mod:`.routing`)."""
 
     @property
     def is_function(self) -> bool:

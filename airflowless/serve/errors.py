@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..errors import AirflowlessError
 
-__all__ = ["ServeError", "BadRequestError", "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError"]
+__all__ = ["ServeError", "BadRequestError", "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError",
+           "UnavailableError"]
 
 
 class ServeError(AirflowlessError, RuntimeError):
@@ -33,6 +34,17 @@ class BackPressureError(ServeError):
 
     def __reduce__(self) -> tuple[type, tuple[str, int, int]]:
         return (type(self), (self.deployment, self.max_ongoing, self.max_queued))
+
+
+class UnavailableError(ServeError):
+    """The deployment has no replica for now and says why (it waits for capacity); the proxy answers 503."""
+
+    def __init__(self, deployment: str, reason: str) -> None:
+        self.deployment, self.reason = deployment, reason
+        super().__init__(f"deployment {deployment!r} has no running replica: {reason}; retry later")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return (type(self), (self.deployment, self.reason))
 
 
 class ReplicaDiedError(ServeError):

@@ -4,6 +4,10 @@
 >>> handle.remote({"x": 1}).result()                      # doctest: +SKIP
 {'x': 1}
 >>> await handle.other_method.remote(2)                    # doctest: +SKIP
+>>> await model.remote(pre.remote(body))                  # doctest: +SKIP
+
+A :class:`DeploymentResponse` given as an argument (not nested inside one)
+is awaited first and its result passed on, as in Ray Serve.
 
 A handle pickles to (application, deployment, method); where it is used it
 finds the router of its process: the driver's (fed by the controller) or, on
@@ -51,7 +55,8 @@ class _WorkerRouters:
         router = entry[0] if entry is not None else Router(
             f"{app}/{deployment}", max_ongoing=table["max_ongoing"], max_queued=table["max_queued"])
         router.update([ReplicaInfo(*r) for r in table["replicas"]],
-                      max_ongoing=table["max_ongoing"], max_queued=table["max_queued"])
+                      max_ongoing=table["max_ongoing"], max_queued=table["max_queued"],
+                      unavailable=table.get("unavailable", ""))
         self.routers[(app, deployment)] = (router, now)
         return router
 
@@ -123,8 +128,11 @@ class DeploymentHandle:
         loop, get_router = _locate(self.app_name, self.deployment_name)
 
         async def go() -> Any:
+            # Ray's composition idiom, model.remote(pre.remote(x)): a response passed in is its result
+            call_args = tuple([await a if isinstance(a, DeploymentResponse) else a for a in args])
+            call_kwargs = {k: await v if isinstance(v, DeploymentResponse) else v for k, v in kwargs.items()}
             router = await get_router()
-            return await router.call(self.method_name, args, kwargs)
+            return await router.call(self.method_name, call_args, call_kwargs)
 
         try:
             running = asyncio.get_running_loop()

@@ -25,6 +25,7 @@ from ..train.checkpoint import Checkpoint
 from .batching import batch
 from .deployment import deployment
 from .errors import BadRequestError
+from .routing import route
 
 __all__ = ["Predictor", "PredictorDeployment", "load_model"]
 
@@ -154,6 +155,7 @@ class Predictor:
         except Exception as exc:
             return exc
 
+    @route("/predict")
     async def predict(self, body: Any) -> dict[str, Any]:
         rows = rows_of(body, self.features if self.preprocessor is None else None)
         result = await self._score_batch(rows)

@@ -1,18 +1,27 @@
 """The HTTP ingress: a Starlette app routing JSON requests to deployments by route prefix.
 
 ``POST {prefix}`` calls the ingress deployment's ``__call__(body)``;
-``POST {prefix}/name`` calls its public method ``name(body)``; ``GET`` passes
-``None``. Bodies are parsed with ``json.loads`` only, never unpickled.
-Bad input is a 4xx with a message (400 malformed JSON or a
-:class:`BadRequestError` from the deployment, 404 unknown route or method, 413
-too large); an overloaded deployment is a 503; an error in the deployment's
-code is a 500 naming the exception. ``GET /-/healthz`` and ``GET /-/routes``
-report on the proxy.
+``POST {prefix}{path}`` calls the method marked ``@serve.route(path)``
+(:mod:`.routing`); no other method is reachable over HTTP. ``GET`` passes
+``None``. A method whose first argument is annotated ``starlette.requests.Request``
+gets the request itself instead (:mod:`.http_request`).
+
+The body is read here, chunk by chunk, counting bytes: beyond
+``max_body_bytes`` the answer is 413 at once, and a body not complete within
+``body_timeout_s`` is 408 (both close the connection). It is parsed by
+:mod:`.json_body` only, never unpickled. Bad input is a 4xx with a message
+(400 malformed, non-finite or over-deep JSON, or a :class:`BadRequestError`
+from the deployment; 404 unknown route; 431 headers over ``max_header_bytes``);
+an overloaded deployment is a 503; an error in the deployment's code, or a
+result that is not JSON, is a 500 naming it. A client that goes away mid-request is one log line
+(logger ``airflowless.serve.proxy``). ``GET /-/healthz`` and
+``GET /-/routes`` report on the proxy.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,44 +30,96 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from . import json_body
 from .errors import BackPressureError, BadRequestError, ReplicaDiedError, ServeError
+from .http_options import HTTPOptions
+from .http_request import RequestData
+from .routing import HTTPRoute
 
 if TYPE_CHECKING:
     from .router import Router
 
-__all__ = ["RouteTarget", "build_app", "MAX_BODY_BYTES"]
+__all__ = ["RouteTarget", "build_app"]
 
-MAX_BODY_BYTES = 1 << 20
+logger = logging.getLogger("airflowless.serve.proxy")
 
 
 @dataclass(frozen=True)
 class RouteTarget:
+    """An application served at a prefix: its ingress's router and HTTP routes (path under the prefix -> route)."""
+
     app_name: str
     router: Router
-    methods: frozenset[str]
+    routes: dict[str, HTTPRoute]
 
 
-def _json(payload: Any, status: int = 200) -> Response:
-    return Response(json.dumps(payload, separators=(",", ":")), status_code=status, media_type="application/json")
+class _Refused(Exception):
+    """The body cannot be read: a status and a message, or ``status=0`` when the client went away."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-def _error(status: int, message: str) -> Response:
-    return _json({"error": message}, status)
+def _json(payload: Any, status: int = 200, *, close: bool = False) -> Response:
+    headers = {"connection": "close"} if close else None
+    return Response(json_body.dump(payload), status_code=status, media_type="application/json", headers=headers)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+def _error(status: int, message: str, *, close: bool = False) -> Response:
+    return _json({"error": message}, status, close=close)
 
 
-def _default(value: Any) -> Any:
-    tolist = getattr(value, "tolist", None)  # numpy scalars and arrays, pandas objects
-    if callable(tolist):
-        return tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+def _client(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "a client"
 
 
-def build_app(routes: dict[str, RouteTarget]) -> Starlette:
+async def _read_body(request: Request, options: HTTPOptions) -> bytes:
+    """The request's body, read chunk by chunk within ``max_body_bytes`` and ``body_timeout_s``."""
+    limit = options.max_body_bytes
+    size = request.headers.get("content-length")
+    if size is not None and (not size.isdigit() or int(size) > limit):
+        raise _Refused(413, f"the body must be at most {limit} bytes, got Content-Length {size[:40]}")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + options.body_timeout_s
+    body = bytearray()
+    while True:
+        try:
+            message = await asyncio.wait_for(request.receive(), max(deadline - loop.time(), 0))
+        except TimeoutError:
+            raise _Refused(408, f"the body did not arrive within {options.body_timeout_s:g} s "
+                                f"({len(body)} bytes came); send it faster") from None
+        if message["type"] == "http.disconnect":
+            raise _Refused(0, f"disconnected after sending {len(body)} bytes of the body")
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise _Refused(413, f"the body must be at most {limit} bytes, got more")
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+async def _argument(request: Request, route: HTTPRoute, options: HTTPOptions) -> Any:
+    """What the deployment's method gets: the request, or the parsed JSON body (``None`` for ``GET``)."""
+    header_bytes = sum(len(name) + len(value) + 4 for name, value in request.scope["headers"])
+    if header_bytes > options.max_header_bytes:  # uvicorn bounds only headers that arrive in pieces
+        raise _Refused(431, f"the headers must be at most {options.max_header_bytes} bytes, got {header_bytes}")
+    if route.takes_request:
+        return RequestData.of(request.scope, await _read_body(request, options))
+    if request.method == "GET":
+        return None
+    raw = await _read_body(request, options)
+    if not raw.strip():
+        raise _Refused(400, "expected a JSON body, got an empty one")
+    try:
+        return json_body.parse(raw)
+    except ValueError as exc:
+        raise _Refused(400, f"the body is not valid JSON ({str(exc)[:200]}); send Content-Type: "
+                            "application/json with a JSON document") from None
+
+
+def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None) -> Starlette:
     """The ASGI app over a live ``routes`` table (prefix -> target), which the runtime edits in place."""
+    options = options or HTTPOptions()
 
     async def healthz(request: Request) -> Response:
         return Response("success", media_type="text/plain")
@@ -78,39 +139,29 @@ def build_app(routes: dict[str, RouteTarget]) -> Starlette:
             return _error(404, f"no application serves {request.url.path!r}; routes are {sorted(routes)} "
                                "(see GET /-/routes)")
         target, rest = found
-        method = rest or "__call__"
-        if method not in target.methods:
-            offered = sorted(m for m in target.methods if m != "__call__")
-            return _error(404, f"application {target.app_name!r} has no method {rest!r}; it offers POST "
-                               f"to its prefix{' and to ' + ', '.join(offered) if offered else ''}")
-        body: Any = None
-        if request.method != "GET":
-            size = request.headers.get("content-length")
-            if size is not None and (not size.isdigit() or int(size) > MAX_BODY_BYTES):
-                return _error(413, f"the body must be at most {MAX_BODY_BYTES} bytes, got {size}")
-            raw = await request.body()
-            if len(raw) > MAX_BODY_BYTES:
-                return _error(413, f"the body must be at most {MAX_BODY_BYTES} bytes, got {len(raw)}")
-            if not raw.strip():
-                return _error(400, "expected a JSON body, got an empty one")
-            try:
-                body = json.loads(raw, parse_constant=_reject_constant)
-            except (ValueError, RecursionError) as exc:
-                return _error(400, f"the body is not valid JSON ({str(exc)[:200]}); send "
-                                   "Content-Type: application/json with a JSON document")
+        route = target.routes.get(rest)
+        if route is None:
+            offered = sorted("/" + path for path in target.routes if path)
+            return _error(404, f"application {target.app_name!r} has no HTTP route {'/' + rest!r}; it serves its "
+                               f"prefix{' and ' + ', '.join(offered) if offered else ''} (mark a method with "
+                               "@serve.route to serve it)")
         try:
-            result = await target.router.call(method, (body,), {})
+            argument = await _argument(request, route, options)
+        except _Refused as refused:
+            if refused.status == 0:
+                logger.info("%s %s from %s: %s", request.method, request.url.path, _client(request), refused)
+                return Response(status_code=499)  # nobody reads it: the client is gone
+            return _error(refused.status, str(refused), close=refused.status in (408, 413, 431))
+        try:
+            result = await target.router.call(route.method, (argument,), {})
         except BadRequestError as exc:
             return _error(400, str(exc))
-        except (BackPressureError, ReplicaDiedError) as exc:
-            return _error(503, str(exc))
-        except ServeError as exc:
+        except (BackPressureError, ReplicaDiedError, ServeError) as exc:
             return _error(503, str(exc))
         except Exception as exc:
             return _error(500, f"the deployment raised {type(exc).__name__}: {exc}")
         try:
-            return Response(json.dumps(result, default=_default, separators=(",", ":")),
-                            media_type="application/json")
+            return Response(json_body.dump(result), media_type="application/json")
         except (TypeError, ValueError) as exc:
             return _error(500, f"the deployment returned a value that is not JSON ({exc})")
 

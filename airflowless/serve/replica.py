@@ -7,6 +7,16 @@ worker's event loop) opens the data-plane socket and returns where it is;
 ``stop()`` closes it. The replica is also kept in the airflowless worker
 plugin's state, so a closing worker closes it.
 
+The controller holds a lease on each replica: every control call it makes
+(``__metrics__``, ``__health__``, ``__drain__``, about twice a second) renews
+it for ``spec.lease_s`` (``AIRFLOWLESS_SERVE_LEASE_S`` where the controller
+runs, default 10 s); a control call still running on an open connection
+holds it too (a slow ``check_health``). A replica whose lease lapses (its controller was
+killed, or cut off) stops itself: it closes its socket and removes its
+deployment's replica table from the scheduler if its controller published
+it. :func:`stop_replicas` stops the replicas of given controllers at once
+(``airflowless serve shutdown`` runs it on every worker).
+
 Why a Dask actor and not a process hosted by the worker plugin: the actor gets
 placement, resources, lifetime and loss detection from Dask for free, and the
 user's code runs inside the worker process, so there is no second hop. The
@@ -17,18 +27,41 @@ replica's own socket instead (figures in :mod:`.wire`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
+import itertools
+import logging
 import os
 import secrets
+import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime.plugins import PLUGIN_NAME
 from .errors import BadRequestError
-from .wire import Rejected, WireServer
+from .wire import Connection, Rejected, WireServer
 
-__all__ = ["Replica", "ReplicaSpec", "ReplicaInfo"]
+__all__ = ["Replica", "ReplicaSpec", "ReplicaInfo", "controller_identity", "stop_replicas"]
+
+log = logging.getLogger(__name__)
+
+_LEASE_CHECK_S = 0.5
+_CONTROL_METHODS = frozenset({"__metrics__", "__health__", "__drain__"})
+_STATE_PREFIX = "serve-replica:"
+
+
+def controller_identity() -> str:
+    """``host:pid`` of the calling process: the controller that owns the replicas it starts."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _lease_s() -> float:
+    from ..settings import get_settings
+
+    return get_settings().serve_lease_s
 
 
 @dataclass(frozen=True)
@@ -40,6 +73,9 @@ class ReplicaSpec:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     user_config: Any = None
+    # both made where the spec is built, in the controller's process
+    owner: str = field(default_factory=controller_identity)
+    lease_s: float = field(default_factory=_lease_s)
 
 
 @dataclass(frozen=True)
@@ -52,6 +88,7 @@ class ReplicaInfo:
     token: bytes
     pid: int
     worker: str
+    owner: str = ""
 
 
 class Replica:
@@ -65,9 +102,16 @@ class Replica:
             self.user.reconfigure(spec.user_config)
         self.ongoing = 0
         self.draining = False
+        self.stopped = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"serve-{spec.replica_id}")
         self._server: WireServer | None = None
-        self._worker_address = ""
+        self._worker: Any = None
+        self._state_key = f"{_STATE_PREFIX}{spec.replica_id}:{secrets.token_hex(4)}"
+        self._token = b""
+        self._lease_until = float("inf")
+        self._controller_calls: dict[int, Connection] = {}
+        self._calls = itertools.count()
+        self._watchdog: asyncio.Future[None] | None = None
         self._register()
 
     def _register(self) -> None:
@@ -75,30 +119,65 @@ class Replica:
 
         from ..runtime.plugins import worker_state
 
-        worker = get_worker()
-        self._worker_address = worker.address
-        worker_state()[f"serve-replica:{self.spec.replica_id}"] = self
+        self._worker = get_worker()
+        worker_state()[self._state_key] = self
 
     async def start(self) -> ReplicaInfo:
         from distributed.comm import get_address_host
 
-        host = get_address_host(self._worker_address)
-        token = secrets.token_bytes(16)
-        self._server = WireServer(self._dispatch, token)
+        host = get_address_host(self._worker.address)
+        self._token = secrets.token_bytes(32)
+        self._server = WireServer(self._dispatch, self._token)
         port = await self._server.start(host)
-        return ReplicaInfo(self.spec.replica_id, host, port, token, os.getpid(), self._worker_address)
+        self._lease_until = time.monotonic() + self.spec.lease_s
+        self._watchdog = asyncio.ensure_future(self._watch_lease())
+        return ReplicaInfo(self.spec.replica_id, host, port, self._token, os.getpid(), self._worker.address,
+                           self.spec.owner)
 
-    async def _dispatch(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if method == "__metrics__":
+    # -- the controller's lease -------------------------------------------------------------
+    def _lease_held(self, now: float) -> bool:
+        return now < self._lease_until or any(c.open for c in self._controller_calls.values())
+
+    async def _watch_lease(self) -> None:
+        while self._lease_held(time.monotonic()):
+            await asyncio.sleep(_LEASE_CHECK_S)
+        log.warning("serve replica %s heard nothing from its controller %s for %g s; it stops itself",
+                    self.spec.replica_id, self.spec.owner, self.spec.lease_s)
+        self._watchdog = None
+        await self.stop()
+        with contextlib.suppress(Exception):
+            await self.forget_published()
+
+    async def forget_published(self) -> None:
+        """Remove the deployment's replica table from the scheduler if this replica's controller wrote it."""
+        from .handle import metadata_key
+
+        key = metadata_key(self.spec.app_name, self.spec.deployment_name)
+        table = await self._worker.scheduler.get_metadata(keys=key, default=None)
+        if table and any(row[3] == self._token for row in table.get("replicas", [])):
+            await self._worker.scheduler.set_metadata(keys=key, value=None)
+
+    async def _control(self, method: str, connection: Connection) -> dict[str, Any]:
+        self._lease_until = time.monotonic() + self.spec.lease_s
+        call = next(self._calls)
+        self._controller_calls[call] = connection
+        try:
+            if method == "__health__":
+                check = getattr(self.user, "check_health", None)
+                if callable(check) and not self.is_function:
+                    await self._run(check, (), {})
+            elif method == "__drain__":
+                self.draining = True
             return {"ongoing": self.ongoing}
-        if method == "__health__":
-            check = getattr(self.user, "check_health", None)
-            if callable(check) and not self.is_function:
-                await self._run(check, (), {})
-            return {"ongoing": self.ongoing}
-        if method == "__drain__":
-            self.draining = True
-            return {"ongoing": self.ongoing}
+        finally:
+            del self._controller_calls[call]
+            self._lease_until = time.monotonic() + self.spec.lease_s
+
+    # -- requests -----------------------------------------------------------------------------
+    async def _dispatch(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                        connection: Connection) -> Any:
+        if method in _CONTROL_METHODS:
+            return await self._control(method, connection)
         if self.draining:
             raise Rejected(f"replica {self.spec.replica_id} is draining")
         self.ongoing += 1
@@ -128,17 +207,35 @@ class Replica:
         return await result if inspect.isawaitable(result) else result
 
     async def stop(self) -> None:
+        """Close the socket and every connection, and let the user's object go."""
         if self._server is not None:
             await self._server.close()
         self.close()
 
     def close(self) -> None:
+        """Stop serving without waiting (the worker plugin calls it when the worker closes)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
-        try:
-            from ..runtime.plugins import worker_state
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        with contextlib.suppress(Exception):  # the worker is closing
+            self._worker.plugins[PLUGIN_NAME].state.pop(self._state_key, None)
+        if self._server is not None:
+            self._server.stop_listening()
+        self.stopped = True
 
-            worker_state().pop(f"serve-replica:{self.spec.replica_id}", None)
-        except Exception:  # noqa: S110 - the worker is closing
-            pass
-        if self._server is not None and self._server._server is not None:
-            self._server._server.close()
+
+async def stop_replicas(owners: list[str], dask_worker: Any = None) -> list[str]:
+    """Stop this worker's replicas started by any of the controllers ``owners`` (``host:pid``).
+
+    Run on every worker with ``client.run(stop_replicas, owners)``; returns the ids of the replicas stopped.
+    """
+    state = dask_worker.plugins[PLUGIN_NAME].state if dask_worker is not None else {}
+    stopped = []
+    for key, replica in list(state.items()):
+        if key.startswith(_STATE_PREFIX) and isinstance(replica, Replica) and replica.spec.owner in owners:
+            await replica.stop()
+            with contextlib.suppress(Exception):
+                await replica.forget_published()
+            stopped.append(replica.spec.replica_id)
+    return stopped

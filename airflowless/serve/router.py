@@ -6,7 +6,9 @@ requests it has in flight on each replica; a replica at
 ``max_ongoing_requests`` is not chosen; when all are, the request waits in a
 queue of ``max_queued_requests`` and beyond that fails at once with
 :class:`BackPressureError` (HTTP 503). A request whose replica is gone or
-draining before it started is sent to another replica.
+draining before it started is sent to another replica. While the controller
+says the deployment has no replica and why (it waits for capacity), requests
+fail at once with :class:`UnavailableError` (HTTP 503) instead of queueing.
 
 >>> import asyncio
 >>> router = Router("app/Echo", max_ongoing=2, max_queued=0)
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import BackPressureError, ReplicaDiedError, ServeError
+from .errors import BackPressureError, ReplicaDiedError, ServeError, UnavailableError
 from .replica import ReplicaInfo
 from .wire import Rejected, WireClient
 
@@ -52,9 +54,9 @@ class _Slot:
                 WireClient.connect(self.info.host, self.info.port, self.info.token, label=label))
         try:
             self.client = await asyncio.shield(self.connecting)
-        except OSError as exc:
+        except (Rejected, OSError) as exc:  # gone, or another process answers at its address
             self.dead = True
-            raise Rejected(f"cannot connect to {label}: {exc}") from exc
+            raise Rejected(str(exc)) from exc
         return self.client
 
 
@@ -68,12 +70,18 @@ class Router:
         self.max_queued = max_queued
         self.on_failure = on_failure
         self._slots: dict[str, _Slot] = {}
+        self.unavailable = ""
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     # -- replica set ---------------------------------------------------------------
     def update(self, replicas: list[ReplicaInfo], *, max_ongoing: int | None = None,
-               max_queued: int | None = None) -> None:
-        """Route to exactly these replicas from now on; requests already running finish."""
+               max_queued: int | None = None, unavailable: str = "") -> None:
+        """Route to exactly these replicas from now on; requests already running finish.
+
+        ``unavailable``: why there are none for now (the deployment waits for
+        capacity); requests then fail at once with that reason.
+        """
+        self.unavailable = unavailable
         self.max_ongoing = max_ongoing or self.max_ongoing
         self.max_queued = self.max_queued if max_queued is None else max_queued
         wanted = {r.replica_id: r for r in replicas}
@@ -122,14 +130,6 @@ class Router:
                 self._release(slot)
         raise ServeError(f"{self.label}: no replica accepted the request after {_MAX_ATTEMPTS} tries ({last})")
 
-    async def control(self, replica_id: str, method: str, *, timeout: float) -> Any:
-        """A control call (metrics, health, drain) to one replica, outside the ongoing limit."""
-        slot = self._slots.get(replica_id)
-        if slot is None:
-            raise ServeError(f"{self.label} has no replica {replica_id!r}")
-        client = await asyncio.wait_for(slot.connection(f"replica {replica_id}"), timeout)
-        return await asyncio.wait_for(client.call(method, (), {}), timeout)
-
     def _failed(self, slot: _Slot) -> None:
         if not slot.dead:
             slot.dead = True
@@ -148,6 +148,8 @@ class Router:
             if slot is not None:
                 slot.ongoing += 1
                 return slot
+            if self.unavailable and all(s.dead for s in self._slots.values()):
+                raise UnavailableError(self.label, self.unavailable)
             if len(self._waiters) >= self.max_queued:
                 raise BackPressureError(self.label, self.max_ongoing, self.max_queued)
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -8,104 +8,203 @@ call 1.5 ms / 0.72 ms / 0.11 ms. Dask still owns everything else about a
 replica (placement by resources, lifetime, loss detection): the replica *is* a
 Dask actor, which opens this socket on its worker's event loop.
 
-Frames are a 4-byte length and a pickle. Only our own processes speak it (the
-HTTP proxy and handles, never an HTTP client: request bodies are parsed as JSON
-by the proxy and are never unpickled), and a connection must first present
-the replica's random token, so it is no more open than Dask's own comms.
+A connection first authenticates both ways with fixed-size messages, under
+:data:`HANDSHAKE_TIMEOUT_S`, before either side reads a length or a pickle:
 
->>> decode(encode((1, "m", (), {}))[4:])
-(1, 'm', (), {})
+1. client -> server: :data:`MAGIC` and a 16-byte random nonce ``nc``;
+2. server -> client: its nonce ``ns`` and ``HMAC(token, "server" + nc + ns)``;
+   the client checks it (so it never unpickles what another process answers
+   at a replica's old address);
+3. client -> server: ``HMAC(token, "client" + ns + nc)``; the server checks it
+   and answers one byte, :data:`_ACCEPTED`.
+
+Both checks are ``hmac.compare_digest``. A server holds at most
+:data:`MAX_UNAUTHENTICATED` connections in the handshake; more are closed at
+once. Then frames flow: a header (body length, request id, flag) and a pickle
+of at most :data:`MAX_FRAME_BYTES`; a longer frame closes the connection
+before it is read. Only our own processes speak this (the HTTP proxy and
+handles; request bodies from HTTP are JSON, parsed by the proxy, never
+unpickled), and the token is the replica's random secret, so the plane is no
+more open than Dask's own comms.
+
+>>> decode(encode(("m", (1,), {})))
+('m', (1,), {})
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import pickle
+import secrets
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .errors import ReplicaDiedError, ServeError
 
-__all__ = ["WireServer", "WireClient", "encode", "decode", "Rejected"]
+__all__ = ["WireServer", "WireClient", "Connection", "encode", "decode", "Rejected", "MAGIC", "MAX_FRAME_BYTES",
+           "MAX_UNAUTHENTICATED", "HANDSHAKE_TIMEOUT_S"]
 
-_HEADER = struct.Struct("!I")
+MAGIC = b"AFLWIRE1"
+"""The first bytes a client sends; anything else is closed unread."""
+MAX_FRAME_BYTES = 256 << 20
+"""The largest pickle one message may carry (a request's arguments or a result)."""
+MAX_UNAUTHENTICATED = 64
+"""Connections a server keeps in the handshake at once; the next ones are closed at once."""
+HANDSHAKE_TIMEOUT_S = 5.0
+"""A connection that has not authenticated within this time is closed."""
+
+_NONCE = 16
+_MAC = hashlib.sha256().digest_size
+_ACCEPTED = b"\x01"
+_HEADER = struct.Struct("!IQB")  # body length, request id, flag (responses: 1 ok, 0 error)
 
 
 class Rejected(Exception):
-    """The replica did not start the request (it is draining): the router may send it elsewhere."""
+    """The replica did not start the request (it is draining, or cannot be reached): send it elsewhere."""
+
+
+class Connection:
+    """One authenticated connection of a server, as its ``dispatch`` sees the caller."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    @property
+    def open(self) -> bool:
+        return not self._writer.is_closing()
+
+
+class _ProtocolError(ConnectionError):
+    """The peer broke the protocol (an oversized frame): the connection is dropped."""
 
 
 def encode(message: Any) -> bytes:
+    """``message`` pickled (cloudpickle for what plain pickle cannot do), at most :data:`MAX_FRAME_BYTES`."""
     try:
-        body = pickle.dumps(message, protocol=5)
-    except Exception:
-        import cloudpickle
+        try:
+            body = pickle.dumps(message, protocol=5)
+        except Exception:
+            import cloudpickle
 
-        body = cloudpickle.dumps(message, protocol=5)
-    return _HEADER.pack(len(body)) + body
+            body = cloudpickle.dumps(message, protocol=5)
+    except Exception as exc:  # PicklingError, RecursionError (deep nesting), TypeError
+        raise ServeError(f"expected a value that pickles, got one that does not ({type(exc).__name__}: "
+                         f"{str(exc)[:200]}); pass plain data (dicts, lists, arrays) or a path to the data"
+                         ) from exc
+    if len(body) > MAX_FRAME_BYTES:
+        raise ServeError(f"expected at most {MAX_FRAME_BYTES} bytes per message, got {len(body)} once "
+                         "pickled; pass a path or a Dataset instead of the data itself")
+    return body
 
 
 def decode(body: bytes) -> Any:
+    """The value :func:`encode` made."""
     return pickle.loads(body)
 
 
-async def _read(reader: asyncio.StreamReader) -> bytes:
-    (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-    return await reader.readexactly(size)
+def _mac(token: bytes, role: bytes, first: bytes, second: bytes) -> bytes:
+    return hmac.new(token, role + first + second, hashlib.sha256).digest()
 
 
-def _safe_error(exc: BaseException) -> BaseException:
+def _frame(rid: int, flag: int, body: bytes) -> tuple[bytes, bytes]:
+    return _HEADER.pack(len(body), rid, flag), body
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, int, bytes]:
+    size, rid, flag = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+    if size > MAX_FRAME_BYTES:
+        raise _ProtocolError(f"a frame of {size} bytes is over the limit of {MAX_FRAME_BYTES}")
+    return rid, flag, await reader.readexactly(size)
+
+
+def _safe_error(exc: BaseException) -> bytes:
     try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return ServeError(f"{type(exc).__name__}: {exc}")
+        return encode(exc)
+    except ServeError:
+        return encode(ServeError(f"{type(exc).__name__}: {str(exc)[:2000]}"))
 
 
 class WireServer:
-    """Serves ``dispatch(method, args, kwargs)`` to authenticated connections on ``host``."""
+    """Serves ``dispatch(method, args, kwargs, connection)`` to connections that prove they hold ``token``."""
 
-    def __init__(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]],
+    def __init__(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any], Connection], Awaitable[Any]],
                  token: bytes) -> None:
         self._dispatch = dispatch
         self._token = token
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Future[None]] = set()
+        self.unauthenticated = 0
 
     async def start(self, host: str) -> int:
         self._server = await asyncio.start_server(self._serve, host, 0)
         return int(self._server.sockets[0].getsockname()[1])
 
+    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        hello = await reader.readexactly(len(MAGIC) + _NONCE)
+        if not hmac.compare_digest(hello[:len(MAGIC)], MAGIC):
+            return False
+        client_nonce, server_nonce = hello[len(MAGIC):], secrets.token_bytes(_NONCE)
+        writer.write(server_nonce + _mac(self._token, b"server", client_nonce, server_nonce))
+        proof = await reader.readexactly(_MAC)
+        if not hmac.compare_digest(proof, _mac(self._token, b"client", server_nonce, client_nonce)):
+            return False
+        writer.write(_ACCEPTED)
+        return True
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.unauthenticated >= MAX_UNAUTHENTICATED:
+            writer.transport.abort()
+            return
+        self.unauthenticated += 1
         try:
-            if await _read(reader) != self._token:
-                return
-            self._writers.add(writer)
+            accepted = await asyncio.wait_for(self._handshake(reader, writer), HANDSHAKE_TIMEOUT_S)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError):
+            accepted = False
+        finally:
+            self.unauthenticated -= 1
+        if not accepted:
+            writer.transport.abort()
+            return
+        self._writers.add(writer)
+        connection = Connection(writer)
+        try:
             while True:
-                rid, method, args, kwargs = decode(await _read(reader))
-                asyncio.ensure_future(self._answer(writer, rid, method, args, kwargs))
+                rid, _, body = await _read_frame(reader)
+                task = asyncio.ensure_future(self._answer(writer, connection, rid, body))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
         finally:
             self._writers.discard(writer)
             writer.close()
 
-    async def _answer(self, writer: asyncio.StreamWriter, rid: int, method: str,
-                      args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    async def _answer(self, writer: asyncio.StreamWriter, connection: Connection, rid: int, body: bytes) -> None:
         try:
-            frame = encode((rid, True, await self._dispatch(method, args, kwargs)))
+            method, args, kwargs = decode(body)
+            frame = _frame(rid, 1, encode(await self._dispatch(method, args, kwargs, connection)))
         except Exception as exc:  # the caller gets the error, the connection lives on
-            frame = encode((rid, False, _safe_error(exc)))
+            frame = _frame(rid, 0, _safe_error(exc))
         if not writer.is_closing():
-            writer.write(frame)
+            writer.writelines(frame)
 
-    async def close(self) -> None:
+    def stop_listening(self) -> None:
+        """Stop listening and drop every connection now."""
         if self._server is not None:
             self._server.close()
         for writer in list(self._writers):
             writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def close(self) -> None:
+        """Stop listening and drop every connection."""
+        self.stop_listening()
 
 
 class WireClient:
@@ -121,21 +220,51 @@ class WireClient:
         self._task = asyncio.ensure_future(self._read_loop())
 
     @classmethod
-    async def connect(cls, host: str, port: int, token: bytes, *, label: str = "replica") -> WireClient:
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(_HEADER.pack(len(token)) + token)
+    async def connect(cls, host: str, port: int, token: bytes, *, label: str = "replica",
+                      timeout: float = HANDSHAKE_TIMEOUT_S) -> WireClient:
+        """Connect and authenticate both ways; :class:`Rejected` if the peer is not the replica or is gone."""
+        writer: asyncio.StreamWriter | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(host, port)
+                client_nonce = secrets.token_bytes(_NONCE)
+                writer.write(MAGIC + client_nonce)
+                answer = await reader.readexactly(_NONCE + _MAC)
+                server_nonce, proof = answer[:_NONCE], answer[_NONCE:]
+                if not hmac.compare_digest(proof, _mac(token, b"server", client_nonce, server_nonce)):
+                    raise Rejected(f"the process at {host}:{port} is not {label} (it does not hold its "
+                                   "token); nothing was sent to it")
+                writer.write(_mac(token, b"client", server_nonce, client_nonce))
+                if await reader.readexactly(1) != _ACCEPTED:
+                    raise Rejected(f"{label} at {host}:{port} refused the connection")
+        except Rejected:
+            if writer is not None:
+                writer.transport.abort()
+            raise
+        except (TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
+            if writer is not None:
+                writer.transport.abort()
+            raise Rejected(f"cannot connect to {label} at {host}:{port} ({type(exc).__name__}: {exc})") from exc
         return cls(reader, writer, label)
 
     async def _read_loop(self) -> None:
         try:
             while True:
-                rid, ok, value = decode(await _read(self._reader))
+                rid, ok, body = await _read_frame(self._reader)
                 future = self._pending.pop(rid, None)
-                if future is not None and not future.done():
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(value)
+                if future is None or future.done():
+                    continue
+                try:
+                    value = decode(body)
+                except Exception as exc:
+                    future.set_exception(ServeError(
+                        f"the answer of {self._label} cannot be unpickled here ({type(exc).__name__}: {exc}); "
+                        "return plain data, or install the same packages where the caller runs"))
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
         except (asyncio.IncompleteReadError, ConnectionError, OSError, asyncio.CancelledError):
             pass
         finally:
@@ -150,19 +279,30 @@ class WireClient:
                     f"{self._label} died (its connection closed) while running this request"))
         self._writer.close()
 
+    @property
+    def pending(self) -> int:
+        """Requests sent on this connection and not answered yet."""
+        return len(self._pending)
+
     async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run ``method(*args, **kwargs)`` on the replica; a request that cannot be sent leaves nothing behind."""
         if self.closed:
             raise Rejected(f"{self._label} is gone")
+        body = encode((method, args, kwargs))
         self._next += 1
         rid = self._next
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
-        self._writer.write(encode((rid, method, args, kwargs)))
-        if self._writer.transport.get_write_buffer_size() > 1 << 20:
-            await self._writer.drain()
-        return await future
+        try:
+            self._writer.writelines(_frame(rid, 0, body))
+            if self._writer.transport.get_write_buffer_size() > 1 << 20:
+                await self._writer.drain()
+            return await future
+        finally:
+            self._pending.pop(rid, None)
 
     async def close(self) -> None:
+        """Drop the connection; requests still waiting fail with :class:`ReplicaDiedError`."""
         self._task.cancel()
         with contextlib.suppress(BaseException):
             await self._task

@@ -3,6 +3,7 @@
 SQLite is set up for several processes writing at once: WAL journal, a busy
 timeout, and transactions that take the write lock when they begin
 (``BEGIN IMMEDIATE``), so two writers queue instead of failing on a lock upgrade.
+JSON columns are written as standard JSON only (:func:`airflowless.jsonsafe.dumps`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool, StaticPool
 
 from ..errors import StoreError
+from ..jsonsafe import dumps
 
 __all__ = ["make_engine"]
 
@@ -68,13 +70,14 @@ def make_engine(url: str) -> Engine:
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(parsed, poolclass=NullPool)
+            engine = create_engine(parsed, poolclass=NullPool, json_serializer=dumps)
         else:  # in memory: one connection holds the database, so keep that one
-            engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
+            engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False},
+                                   json_serializer=dumps)
         _prepare_sqlite(engine)
         return engine
     try:
-        return create_engine(parsed, pool_pre_ping=True, pool_size=2, max_overflow=2)
+        return create_engine(parsed, pool_pre_ping=True, pool_size=2, max_overflow=2, json_serializer=dumps)
     except ModuleNotFoundError as exc:
         raise StoreError(
             f"the driver for {backend!r} is not installed ({exc.name}); "

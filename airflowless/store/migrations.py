@@ -34,11 +34,28 @@ def _create(*tables: str) -> Callable[[Connection], None]:
     return apply
 
 
+def _add_columns(table: str, *columns: str) -> Callable[[Connection], None]:
+    # A database created after these columns joined schema.py has them already.
+    def apply(conn: Connection) -> None:
+        present = {c["name"] for c in inspect(conn).get_columns(table)}
+        for name in columns:
+            if name in present:
+                continue
+            column = schema.metadata.tables[table].c[name]
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.execute(text(f'ALTER TABLE {table} ADD COLUMN "{name}" {kind}'))
+
+    return apply
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "pipeline runs and stage runs", _create("pipeline_runs", "stage_runs")),
     Migration(2, "experiments, trials, metrics per step, checkpoints",
               _create("experiments", "trials", "metrics", "checkpoints")),
     Migration(3, "deployments", _create("deployments")),
+    Migration(4, "run drivers (host, pid, start time), heartbeats, resumed_by",
+              _add_columns("pipeline_runs", "driver_host", "driver_pid", "driver_started", "heartbeat_at",
+                           "resumed_by")),
 )
 
 

@@ -1,4 +1,11 @@
-"""Plain records the store hands out: read-only views of rows."""
+"""Plain records the store hands out: read-only views of rows.
+
+A run is ``running`` while its driver works, then ``succeeded``, ``failed`` or
+``cancelled`` (SIGINT/SIGTERM of the driver). A run whose driver died without
+saying so (``kill -9``, a lost machine) is read as ``abandoned``: the store
+decides this when it reads the row (see :mod:`.liveness`). Rows written before
+``cancelled`` existed say ``interrupted`` and are read as ``cancelled``.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +13,50 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["RunRecord", "StageRecord", "RunStatus", "StageStatus"]
+__all__ = ["RunRecord", "StageRecord", "RunStatus", "StageStatus", "ExperimentStatus"]
 
 
 class RunStatus:
+    """The states of a pipeline run."""
+
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    TERMINAL = frozenset({SUCCEEDED, FAILED, INTERRUPTED})
+    CANCELLED = "cancelled"
+    ABANDONED = "abandoned"
+    TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED, ABANDONED})
+    LEGACY = {"interrupted": CANCELLED}  # older words, read as today's
 
 
 class StageStatus:
+    """The states of a stage run."""
+
     PENDING = "pending"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     CACHED = "cached"
     FAILED = "failed"
     SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+    ABANDONED = "abandoned"
     DONE = frozenset({SUCCEEDED, CACHED})
-    TERMINAL = frozenset({SUCCEEDED, CACHED, FAILED, SKIPPED})
+    TERMINAL = frozenset({SUCCEEDED, CACHED, FAILED, SKIPPED, CANCELLED, ABANDONED})
+    UNSETTLED = frozenset({PENDING, RUNNING})
+
+
+class ExperimentStatus:
+    """The words shown for experiments and trials; the store keeps Ray Tune's ``terminated``.
+
+    >>> ExperimentStatus.shown("terminated")
+    'completed'
+    """
+
+    SHOWN = {"terminated": "completed", "terminated_with_errors": "completed_with_errors"}
+
+    @classmethod
+    def shown(cls, status: str) -> str:
+        """The word users see for a stored experiment or trial status."""
+        return cls.SHOWN.get(status, status)
 
 
 @dataclass(frozen=True)
@@ -61,6 +92,11 @@ class RunRecord:
     address: str | None = None
     resumed_from: int | None = None
     error: str | None = None
+    driver_host: str | None = None
+    driver_pid: int | None = None
+    driver_started: float | None = None
+    heartbeat_at: datetime | None = None
+    resumed_by: int | None = None
     stages: list[StageRecord] = field(default_factory=list)
 
     @property

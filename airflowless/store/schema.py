@@ -4,7 +4,9 @@ The schema is built up by the versioned steps in :mod:`.migrations`; this module
 only names the tables so the rest of the store can query them. Pipeline runs
 and stage runs came first (migration 1); experiments, trials, metrics and
 checkpoints joined them (2), then serve's deployments (3), keyed the same way
-(integer ids, a link column where rows belong to another row).
+(integer ids, a link column where rows belong to another row). Runs then
+learned who drives them (4): the driver's host, pid and start time, a
+heartbeat, and which run resumes them.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ pipeline_runs = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
     Column("error", Text),
+    Column("driver_host", String(255)),
+    Column("driver_pid", Integer),
+    Column("driver_started", Float),
+    Column("heartbeat_at", DateTime(timezone=True)),
+    Column("resumed_by", Integer),
 )
 
 stage_runs = Table(

@@ -8,28 +8,35 @@
 
 One writer per run: the driver that runs a pipeline writes its rows. Each
 method is one short transaction, so concurrent runs from several processes
-interleave without losing rows.
+interleave without losing rows. A run records its driver (host, pid, start
+time) and a heartbeat; a ``running`` run whose driver is gone is read as
+``abandoned`` (:mod:`.liveness`). Resuming a run claims it with one
+compare-and-set on its row, so two processes never resume the same run at once.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Engine, and_, desc, func, select
+from sqlalchemy import Connection, Engine, and_, desc, func, select
 from sqlalchemy.engine import make_url
 
-from ..errors import StoreError
+from ..errors import ResumeError, StoreError
+from ..jsonsafe import require_finite
 from . import schema
 from .deployments import DeploymentRecords
 from .engine import make_engine
 from .experiments import ExperimentRecords
+from .liveness import Driver, driver_alive, this_driver
 from .migrations import migrate
 from .records import RunRecord, RunStatus, StageRecord, StageStatus
 
 __all__ = ["Store", "open_store"]
 
-_RUN_FIELDS = {"status", "finished_at", "error", "address"}
+_RUN_FIELDS = {"status", "finished_at", "error", "address", "heartbeat_at"}
 _STAGE_FIELDS = {
     "status", "task_key", "attempts", "worker", "started_at", "finished_at", "duration_s",
     "output_uri", "output_summary", "reused_from_run", "error", "traceback",
@@ -65,6 +72,12 @@ class Store(ExperimentRecords, DeploymentRecords):
     def url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
+    @property
+    def shared(self) -> bool:
+        """Whether other processes can read this store (not so for an in-memory SQLite)."""
+        url = self.engine.url
+        return url.get_backend_name() != "sqlite" or url.database not in (None, "", ":memory:")
+
     # -- pipeline runs -------------------------------------------------------
     def create_run(
         self,
@@ -74,24 +87,110 @@ class Store(ExperimentRecords, DeploymentRecords):
         params: dict[str, Any],
         address: str | None = None,
         resumed_from: int | None = None,
+        driver: Driver | None = None,
     ) -> int:
-        """Record a new run in state ``running``; return its id."""
+        """Record a new run in state ``running``, driven by ``driver`` (default: this process); return its id.
+
+        With ``resumed_from``, the earlier run is claimed in the same transaction:
+        :class:`~airflowless.errors.ResumeError` if its driver is alive or another
+        live run resumes it. An abandoned earlier run is settled as ``abandoned``.
+        Parameters holding NaN or infinity are refused (JSON cannot keep them).
+        """
+        require_finite(params, what="parameter")
+        driver = driver or this_driver()
+        now = _now()
         with self.engine.begin() as conn:
+            earlier = None if resumed_from is None else self._claimable(conn, resumed_from)
             result = conn.execute(
                 schema.pipeline_runs.insert().values(
                     pipeline=pipeline, module=module, params=params, status=RunStatus.RUNNING,
-                    address=address, resumed_from=resumed_from, created_at=_now(),
+                    address=address, resumed_from=resumed_from, created_at=now, heartbeat_at=now,
+                    driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started,
                 )
             )
             (run_id,) = result.inserted_primary_key or (None,)
-        if run_id is None:
-            raise StoreError("the database did not return an id for the new run")
+            if run_id is None:
+                raise StoreError("the database did not return an id for the new run")
+            if earlier is not None:
+                self._claim(conn, earlier, int(run_id))
         return int(run_id)
 
-    def finish_run(self, run_id: int, status: str, *, error: str | None = None) -> None:
+    def resume_blocker(self, run_id: int) -> str | None:
+        """Why run ``run_id`` cannot be resumed now, or None; :class:`KeyError` if there is no such run."""
+        try:
+            with self.engine.begin() as conn:
+                self._claimable(conn, run_id)
+        except ResumeError as exc:
+            return str(exc)
+        return None
+
+    def _claimable(self, conn: Connection, run_id: int) -> RunRecord:
+        row = conn.execute(select(schema.pipeline_runs).where(schema.pipeline_runs.c.id == run_id)).mappings().first()
+        if row is None:
+            raise KeyError(f"no run with id {run_id} in the store at {self.url}")
+        earlier = self._run(row, [])
+        if earlier.status == RunStatus.RUNNING:
+            raise ResumeError(
+                f"run {run_id} is still running (driver pid {earlier.driver_pid} on {earlier.driver_host}); "
+                "wait for it to end, or stop it (Ctrl-C or kill), then resume it"
+            )
+        if earlier.resumed_by is not None:
+            claimer = conn.execute(
+                select(schema.pipeline_runs).where(schema.pipeline_runs.c.id == earlier.resumed_by)
+            ).mappings().first()
+            if claimer is not None and self._run(claimer, []).status == RunStatus.RUNNING:
+                raise ResumeError(
+                    f"run {run_id} is being resumed by run {earlier.resumed_by} (driver pid "
+                    f"{claimer['driver_pid']} on {claimer['driver_host']}); wait for that run, or resume it instead"
+                )
+        return earlier
+
+    def _claim(self, conn: Connection, earlier: RunRecord, run_id: int) -> None:
+        """Compare-and-set ``resumed_by`` from what :meth:`_claimable` saw to ``run_id``."""
+        table = schema.pipeline_runs
+        seen = table.c.resumed_by.is_(None) if earlier.resumed_by is None else table.c.resumed_by == earlier.resumed_by
+        fields: dict[str, Any] = {"resumed_by": run_id}
+        if earlier.status == RunStatus.ABANDONED:  # say so for good now that another run takes over
+            fields.update(status=RunStatus.ABANDONED, finished_at=earlier.finished_at or _now(),
+                          error=earlier.error or "the driver died before the run ended")
+        claimed = conn.execute(table.update().where(and_(table.c.id == earlier.id, seen)).values(**fields))
+        if claimed.rowcount != 1:
+            raise ResumeError(
+                f"run {earlier.id} was claimed by another process resuming it at the same time; "
+                "see `airflowless runs list`"
+            )
+        if earlier.status == RunStatus.ABANDONED:
+            self._settle_stages(conn, earlier.id, StageStatus.ABANDONED, StageStatus.ABANDONED,
+                                "the driver died before the stage ended")
+
+    def heartbeat(self, run_id: int) -> None:
+        """The driver of ``run_id`` is alive (called every few seconds while it runs)."""
+        self.update_run(run_id, heartbeat_at=_now())
+
+    def finish_run(self, run_id: int, status: str, *, error: str | None = None,
+                   stage_error: str | None = None) -> None:
+        """End the run in ``status``, settling every stage still pending or running.
+
+        Unless the run succeeded, running stages take the run's end (``failed``,
+        ``cancelled``, with ``stage_error``) and pending ones are ``skipped``
+        (``cancelled`` if the run was).
+        """
         if status not in RunStatus.TERMINAL:
             raise ValueError(f"a finished run's status is one of {sorted(RunStatus.TERMINAL)}, got {status!r}")
-        self.update_run(run_id, status=status, error=error, finished_at=_now())
+        with self.engine.begin() as conn:
+            if status != RunStatus.SUCCEEDED:
+                pending = StageStatus.SKIPPED if status == RunStatus.FAILED else status
+                self._settle_stages(conn, run_id, status, pending, stage_error or error or f"the run ended {status}")
+            conn.execute(schema.pipeline_runs.update().where(schema.pipeline_runs.c.id == run_id)
+                         .values(status=status, error=error, finished_at=_now()))
+
+    @staticmethod
+    def _settle_stages(conn: Connection, run_id: int, running: str, pending: str, error: str) -> None:
+        table = schema.stage_runs
+        now = _now()
+        for before, after in ((StageStatus.RUNNING, running), (StageStatus.PENDING, pending)):
+            conn.execute(table.update().where(and_(table.c.run_id == run_id, table.c.status == before))
+                         .values(status=after, finished_at=now, error=error))
 
     def update_run(self, run_id: int, **fields: Any) -> None:
         unknown = set(fields) - _RUN_FIELDS
@@ -182,9 +281,18 @@ class Store(ExperimentRecords, DeploymentRecords):
 
     @staticmethod
     def _run(row: Any, stages: list[StageRecord]) -> RunRecord:
+        """The run as users should see it: legacy words mapped, a dead driver's run ``abandoned``."""
         data = dict(row)
-        data["created_at"] = _aware(data["created_at"])
-        data["finished_at"] = _aware(data["finished_at"])
+        for key in ("created_at", "finished_at", "heartbeat_at"):
+            data[key] = _aware(data[key])
+        data["status"] = RunStatus.LEGACY.get(data["status"], data["status"])
+        if data["status"] == RunStatus.RUNNING:
+            driver = Driver(data["driver_host"], data["driver_pid"], data["driver_started"])
+            if not driver_alive(driver, heartbeat_at=data["heartbeat_at"] or data["created_at"], now=time.time()):
+                data["status"] = RunStatus.ABANDONED
+                data["error"] = data["error"] or "the driver died before the run ended"
+                stages = [replace(s, status=StageStatus.ABANDONED) if s.status in StageStatus.UNSETTLED else s
+                          for s in stages]
         return RunRecord(**data, stages=stages)
 
     def close(self) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 
 import fsspec
 
+from ..errors import CheckpointPathError
+
 __all__ = ["Checkpoint", "CheckpointManager", "persist_directory"]
 
 
@@ -48,8 +50,7 @@ class Checkpoint:
         fs, remote = fsspec.core.url_to_fs(self.path, **self.storage_options)
         os.makedirs(target, exist_ok=True)
         for item in fs.find(remote):
-            relative = os.path.relpath(item, remote)
-            destination = os.path.join(target, relative)
+            destination = _inside(target, remote, item, self.path)
             os.makedirs(os.path.dirname(destination), exist_ok=True)
             fs.get(item, destination)
         return target
@@ -74,6 +75,17 @@ class Checkpoint:
 
     def __hash__(self) -> int:
         return hash(self.path)
+
+
+def _inside(root: str, remote: str, item: str, source: str) -> str:
+    """Where ``item`` (listed under ``remote``) goes under the local ``root``, resolved; refuses a
+    place outside ``root`` (an object store key such as ``ckpt/../../x`` is legal, and a symlink
+    in the target may point anywhere)."""
+    base = os.path.realpath(root)
+    destination = os.path.realpath(os.path.join(base, os.path.relpath(item, remote)))
+    if destination == base or os.path.commonpath([base, destination]) != base:
+        raise CheckpointPathError(source, item, root)
+    return destination
 
 
 def persist_directory(local: str, uri: str) -> Checkpoint:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from ..names import check_name
 
 __all__ = ["ScalingConfig", "RunConfig", "CheckpointConfig", "FailureConfig"]
 
@@ -103,8 +104,8 @@ class RunConfig:
     verbose: int = 1
 
     def __post_init__(self) -> None:
-        if self.name is not None and (not isinstance(self.name, str) or "/" in self.name or not self.name):
-            raise ConfigError(f"RunConfig.name must be a non-empty name without '/', got {self.name!r}")
+        if self.name is not None:
+            check_name("RunConfig.name", self.name)
         if not isinstance(self.checkpoint_config, CheckpointConfig):
             raise ConfigError(f"RunConfig.checkpoint_config must be a CheckpointConfig, got {self.checkpoint_config!r}")
         if not isinstance(self.failure_config, FailureConfig):

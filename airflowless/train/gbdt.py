@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, TrainingDataError
 from .checkpoint import Checkpoint
 from .context import _session
 from .trainer import BaseTrainer
@@ -93,6 +93,30 @@ class GBDTTrainer(BaseTrainer):
         if not isinstance(self.checkpoint_frequency, int) or self.checkpoint_frequency < 0:
             raise ConfigError(f"checkpoint_frequency must be an integer >= 0 (0: only at the end), "
                               f"got {self.checkpoint_frequency!r}")
+
+    def _check_datasets(self, datasets: dict[str, Any]) -> None:
+        from ..data import Dataset
+
+        for name, plan in datasets.items():
+            if sum(plan.rows) == 0:
+                raise TrainingDataError(
+                    f"{type(self).__name__} got dataset {name!r} with no rows (after the preprocessor); "
+                    f"expected at least one row for each of its {self.scaling_config.num_workers} rank(s): "
+                    "give it more data")
+            columns = Dataset(plan).schema().names
+            if self.label_column not in columns:
+                raise TrainingDataError(f"label_column {self.label_column!r} is not in dataset {name!r}; "
+                                        f"its columns are {columns}")
+
+    def _check_shards(self, assigned: list[dict[str, tuple[list[Any], int]]]) -> None:
+        for name in self.datasets:
+            rows = {rank: shard[name][1] for rank, shard in enumerate(assigned) if name in shard}
+            empty = sorted(rank for rank, count in rows.items() if count == 0)
+            if empty:
+                raise TrainingDataError(
+                    f"{type(self).__name__} needs at least one row of dataset {name!r} on each of the "
+                    f"{len(rows)} rank(s) that use it; got {sum(rows.values())} row(s) in all, none for "
+                    f"rank(s) {empty}: give it more rows, or fewer ranks (ScalingConfig(num_workers=...))")
 
     def _loop_config(self) -> dict[str, Any]:
         return {"label_column": self.label_column, "params": dict(self.params),

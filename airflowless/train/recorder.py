@@ -7,10 +7,13 @@ told to stop.
 
 from __future__ import annotations
 
-import contextlib
+import logging
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Recorder", "StoreRecorder"]
+
+logger = logging.getLogger(__name__)
 
 
 class Recorder:
@@ -31,44 +34,72 @@ class Recorder:
 
 
 class StoreRecorder(Recorder):
-    """A fit recorded as an experiment (kind ``train``) with one trial. Store errors never fail training."""
+    """A fit recorded as an experiment (kind ``train``) with one trial.
+
+    Store errors never fail training: a write that fails is logged (a warning
+    the first time, then at DEBUG) and training carries on.
+    """
 
     def __init__(self) -> None:
         self.store: Any = None
         self.experiment_id: int | None = None
         self.trial_id: int | None = None
+        self.failed_writes = 0
+
+    def _write(self, what: str, write: Callable[[], object]) -> None:
+        try:
+            write()
+        except Exception as exc:
+            self.failed_writes += 1
+            level = logging.WARNING if self.failed_writes == 1 else logging.DEBUG
+            logger.log(level, "could not %s in the store (%s: %s); training goes on, the record may be incomplete",
+                       what, type(exc).__name__, exc)
 
     def start(self, name: str, config: dict[str, Any], storage_dir: str) -> None:
         from ..store import open_store
 
-        with contextlib.suppress(Exception):
+        def create() -> None:
             self.store = open_store()
             self.experiment_id = self.store.create_experiment(name, kind="train", config=config,
                                                               storage_path=storage_dir)
             self.trial_id = self.store.add_trial(self.experiment_id, name, config=config, status="running")
 
+        self._write(f"record the run {name!r}", create)
+
+    @property
+    def _recording(self) -> bool:
+        return self.store is not None and self.trial_id is not None and self.experiment_id is not None
+
     def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None:
-        if self.store is None or self.trial_id is None:
+        if not self._recording:
             return
-        self.store.add_metrics(self.trial_id, step, metrics)
-        fields: dict[str, Any] = {"iterations": step, "last_metrics": metrics}
-        if checkpoint_uri:
-            self.store.add_checkpoint(self.trial_id, step, checkpoint_uri, metrics)
-            fields["checkpoint_uri"] = checkpoint_uri
-        self.store.update_trial(self.trial_id, **fields)
+
+        def write() -> None:
+            self.store.add_metrics(self.trial_id, step, metrics)
+            fields: dict[str, Any] = {"iterations": step, "last_metrics": metrics}
+            if checkpoint_uri:
+                self.store.add_checkpoint(self.trial_id, step, checkpoint_uri, metrics)
+                fields["checkpoint_uri"] = checkpoint_uri
+            self.store.update_trial(self.trial_id, **fields)
+
+        self._write(f"record report {step}", write)
 
     def on_checkpoint_deleted(self, uri: str) -> None:
-        if self.store is not None:
-            self.store.mark_checkpoint_deleted(uri)
+        if self._recording:
+            self._write(f"mark checkpoint {uri} deleted", lambda: self.store.mark_checkpoint_deleted(uri))
 
     def on_restart(self, restarts: int, error: str) -> None:
-        if self.store is not None and self.trial_id is not None:
-            self.store.update_trial(self.trial_id, restarts=restarts, error=error)
+        if self._recording:
+            self._write("record a restart", lambda: self.store.update_trial(self.trial_id, restarts=restarts,
+                                                                               error=error))
 
     def end(self, status: str, error: str | None, metrics: dict[str, Any] | None, checkpoint_uri: str | None) -> None:
-        if self.store is None or self.trial_id is None or self.experiment_id is None:
+        if not self._recording:
             return
         from datetime import datetime, timezone
 
-        self.store.update_trial(self.trial_id, status=status, error=error, finished_at=datetime.now(timezone.utc))
-        self.store.finish_experiment(self.experiment_id, status, error=error)
+        def write() -> None:
+            self.store.update_trial(self.trial_id, status=status, error=error, finished_at=datetime.now(timezone.utc))
+            self.store.finish_experiment(self.experiment_id, status, error=error)
+
+        self._write(f"record the end of the run ({status})", write)

@@ -19,19 +19,15 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RankFailedError, TrainingFailedError
 from .backends.base import Backend
 from .checkpoint import Checkpoint, CheckpointManager, delete_checkpoint
 from .config import RunConfig, ScalingConfig
 from .recorder import Recorder, StoreRecorder
 from .result import Result
-from .worker_group import RankFailedError, RankSpec, WorkerGroup
+from .worker_group import RankSpec, WorkerGroup
 
-__all__ = ["BaseTrainer", "DataParallelTrainer", "TrainingFailedError"]
-
-
-class TrainingFailedError(RankFailedError):
-    """Training failed more often than ``FailureConfig.max_failures`` allows."""
+__all__ = ["BaseTrainer", "DataParallelTrainer"]
 
 
 class BaseTrainer:
@@ -91,8 +87,16 @@ class BaseTrainer:
 
     # -- running -------------------------------------------------------------------
     def fit(self) -> Result:
-        """Train on the cluster; the Result carries ``error`` instead of raising when training fails."""
-        return self._fit(StoreRecorder())
+        """Train on the cluster and return the :class:`Result`.
+
+        Raises ``TrainingFailedError`` when training fails more often than
+        ``FailureConfig.max_failures`` allows (as Ray Train does); the run's
+        Result, with what was reported and saved before, is its ``.result``.
+        """
+        result = self._fit(StoreRecorder())
+        if isinstance(result.error, TrainingFailedError):
+            raise result.error
+        return result
 
     def _fit(self, recorder: Recorder, *, storage_dir: str | None = None, name: str | None = None,
              start_step: int = 0) -> Result:
@@ -110,10 +114,20 @@ class BaseTrainer:
             recorder.start(name, self._config_for_record(), storage_dir)
             try:
                 datasets = self._prepare_datasets()
-            except Exception as exc:
-                recorder.end("errored", f"{type(exc).__name__}: {exc}", None, None)
+                self._check_datasets(datasets)
+                result = self._run_attempts(client, group_args, datasets, recorder, storage_dir, name, start_step)
+            except BaseException as exc:  # the record never says "running" for a fit that left
+                recorder.end("errored", f"{type(exc).__name__}: {exc}".splitlines()[0], None, None)
                 raise
-            return self._run_attempts(client, group_args, datasets, recorder, storage_dir, name, start_step)
+        latest = result.checkpoint
+        recorder.end("terminated" if result.error is None else "errored",
+                     None if result.error is None else str(result.error).splitlines()[0], result.metrics,
+                     latest.path if latest else None)
+        for callback in self.run_config.callbacks:
+            hook = getattr(callback, "on_end", None)
+            if hook is not None:
+                hook(result)
+        return result
 
     def _prepare_datasets(self) -> dict[str, Any]:
         """Fit the preprocessor on ``train``, transform every dataset, and materialize them on the cluster.
@@ -190,39 +204,42 @@ class BaseTrainer:
             return shown
 
         live = LiveTable(name, ["iter"])
-        while True:
-            group = WorkerGroup(**group_args)
-            try:
-                workers = group._place(_holders(client, datasets), wait_for_capacity=60.0 if failures else 0.0)
-                assigned = self._shards(client, datasets, workers)
-                group.start(self._spec_maker(group, assigned, manager.latest or checkpoint, state["step"],
-                                             storage_dir, name), prefer=workers)
-                group.watch(partial(on_report, group=group))
-                group.shutdown()
-                break
-            except RankFailedError as exc:
-                group.shutdown()
-                failures += 1
-                recorder.on_restart(failures, str(exc).splitlines()[0])
-                if max_failures != -1 and failures > max_failures:
-                    error = TrainingFailedError(
-                        f"training failed ({failures} failure(s), FailureConfig.max_failures={max_failures}): {exc}")
+        try:
+            while True:
+                group = WorkerGroup(**group_args)
+                try:  # every way out of an attempt stops its ranks and frees their resources
+                    workers = group._place(_holders(client, datasets), wait_for_capacity=60.0 if failures else 0.0)
+                    assigned = self._shards(client, datasets, workers)
+                    self._check_shards(assigned)
+                    group.start(self._spec_maker(group, assigned, manager.latest or checkpoint, state["step"],
+                                                 storage_dir, name), prefer=workers)
+                    group.watch(partial(on_report, group=group))
                     break
-        if history and self.run_config.verbose:
-            live.update([[h["training_iteration"], *(h.get(c, "") for c in columns(history[-1]))]
-                         for h in history[-10:]], force=True)
-        live.close()
-        latest = manager.latest
-        status = "terminated" if error is None else "errored"
-        recorder.end(status, None if error is None else str(error).splitlines()[0], state["metrics"],
-                     latest.path if latest else None)
-        result = Result(metrics=state["metrics"], checkpoint=latest, error=error, path=storage_dir,
+                except RankFailedError as exc:
+                    failures += 1
+                    recorder.on_restart(failures, str(exc).splitlines()[0])
+                    if max_failures != -1 and failures > max_failures:
+                        error = TrainingFailedError(
+                            f"training failed ({failures} failure(s), FailureConfig.max_failures={max_failures}): {exc}")
+                        break
+                finally:
+                    group.shutdown()
+            if history and self.run_config.verbose:
+                live.update([[h["training_iteration"], *(h.get(c, "") for c in columns(history[-1]))]
+                             for h in history[-10:]], force=True)
+        finally:
+            live.close()
+        result = Result(metrics=state["metrics"], checkpoint=manager.latest, error=error, path=storage_dir,
                         best_checkpoints=manager.best, metrics_history=history)
-        for callback in self.run_config.callbacks:
-            hook = getattr(callback, "on_end", None)
-            if hook is not None:
-                hook(result)
+        if error is not None:
+            error.result = result
         return result
+
+    def _check_datasets(self, datasets: dict[str, Any]) -> None:
+        """Raise a ``TrainingDataError`` when the prepared datasets cannot be trained on (a hook)."""
+
+    def _check_shards(self, assigned: list[dict[str, tuple[list[Any], int]]]) -> None:
+        """Raise a ``TrainingDataError`` when a rank's shards cannot be trained on (a hook)."""
 
 
 def _holders(client: Any, datasets: dict[str, Any]) -> list[str]:

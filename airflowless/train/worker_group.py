@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AirflowlessError
+from ..errors import RankFailedError
 from .backends.base import Backend
 from .checkpoint import Checkpoint
 from .context import Session, StopRequested, TrainContext, session_scope
@@ -39,10 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["RankSpec", "WorkerGroup", "RankFailedError", "run_rank"]
 
 _PLACEMENT_LOCK = "airflowless-train-placement"
-
-
-class RankFailedError(AirflowlessError, RuntimeError):
-    """A rank raised, or its worker was lost."""
 
 
 @dataclass
@@ -123,6 +119,7 @@ class WorkerGroup:
 
     def __post_init__(self) -> None:
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._early: list[dict[str, Any]] = []  # events _wait_started read before watch() began
         self.futures: list[Future] = []
         self.workers: list[str] = []
         self._topic = f"airflowless-train-{self.group}"
@@ -196,8 +193,8 @@ class WorkerGroup:
             pending.append(message)
             if message.get("event") == "started":
                 started.add(message["rank"])
-        for message in pending:
-            self.events.put(message)
+        # read first by watch(): put back in the queue, they would go after reports that came since
+        self._early = pending
 
     def _check_alive(self) -> None:
         # Asked of the scheduler directly: Client.scheduler_info() returns a cache that the
@@ -215,6 +212,9 @@ class WorkerGroup:
         from .gather import ReportGatherer
 
         reports = ReportGatherer(on_report)
+        for message in self._early:
+            reports.add(message)
+        self._early = []
         checked = time.monotonic()
         while not all(f.done() for f in self.futures):
             with contextlib.suppress(queue.Empty):

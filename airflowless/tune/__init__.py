@@ -5,6 +5,8 @@
 Float(lower=0.2, upper=0.4, log=False, q=None, mean=None, sd=None)
 """
 
+from ..train.checkpoint import Checkpoint
+from ..train.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ..train.context import get_checkpoint, get_context, report
 from .config import TuneConfig
 from .result_grid import ResultGrid
@@ -36,13 +38,16 @@ from .search.space import (
 )
 from .stoppers import FunctionStopper, MaximumIterationStopper, TimeoutStopper, TrialPlateauStopper
 from .tuner import Tuner
+from .wrappers import with_parameters, with_resources
 
 __all__ = ["Tuner", "TuneConfig", "ResultGrid", "report", "get_checkpoint", "get_context", "uniform", "quniform",
            "loguniform", "qloguniform", "randn", "qrandn", "randint", "qrandint", "lograndint", "qlograndint",
            "choice", "grid_search", "sample_from", "Searcher", "BasicVariantGenerator", "ConcurrencyLimiter",
            "TrialScheduler", "FIFOScheduler", "ASHAScheduler", "AsyncHyperBandScheduler", "HyperBandScheduler",
            "MedianStoppingRule", "PopulationBasedTraining", "Decision", "MaximumIterationStopper", "TimeoutStopper", "TrialPlateauStopper",
-           "FunctionStopper", "OptunaSearch", "HyperOptSearch"]
+           "FunctionStopper", "OptunaSearch", "HyperOptSearch",
+           "with_parameters", "with_resources", "RunConfig", "CheckpointConfig", "FailureConfig", "ScalingConfig",
+           "Checkpoint"]
 
 
 

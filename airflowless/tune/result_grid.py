@@ -65,29 +65,58 @@ class ResultGrid:
             if v is not None and v == v and not (filter_nan_and_inf and abs(v) == float("inf")):
                 scored.append((v, r))
         if not scored:
+            failed = self.errors
+            why = (f"; {len(failed)} of {len(self)} trial(s) failed, the first with: "
+                   f"{str(failed[0]).strip().splitlines()[0] if str(failed[0]).strip() else repr(failed[0])}"
+                   if failed else "")
             raise ValueError(f"no trial reported {metric!r}; the trials reported "
-                             f"{sorted({k for r in self._results for k in (r.metrics or {})})}")
+                             f"{sorted({k for r in self._results for k in (r.metrics or {})})}{why}")
         best = min(scored, key=lambda vr: vr[0]) if mode == "min" else max(scored, key=lambda vr: vr[0])
         return best[1]
 
-    def get_dataframe(self) -> Any:
-        """One row per trial: its last metrics and its config (``config/<name>``)."""
+    def get_dataframe(self, filter_metric: str | None = None, filter_mode: str | None = None) -> Any:
+        """One row per trial: its config (``config/<name>``) and the metrics of its last report.
+
+        With ``filter_metric`` and ``filter_mode`` ("min"/"max"), each row holds
+        the metrics of the trial's report that is best by that metric instead.
+
+        >>> grid.get_dataframe(filter_metric="loss", filter_mode="min")  # doctest: +SKIP
+        """
         import pandas as pd
 
+        if (filter_metric is None) != (filter_mode is None):
+            raise ConfigError("get_dataframe needs filter_metric and filter_mode together, "
+                              "e.g. filter_metric='loss', filter_mode='min'")
+        if filter_mode not in (None, "min", "max"):
+            raise ConfigError(f"filter_mode must be 'min' or 'max', got {filter_mode!r}")
         rows = []
         for r in self._results:
-            row = {**(r.metrics or {}), **{f"config/{k}": v for k, v in _flat(r.config).items()},
+            metrics = r.metrics or {}
+            if filter_metric is not None:
+                metrics = _best_report(r.metrics_history, filter_metric, filter_mode == "min") or metrics
+            row = {**metrics, **{f"config/{k}": v for k, v in _flat(r.config).items()},
                    "trial_path": r.path, "error": None if r.error is None else str(r.error)}
             rows.append(row)
         return pd.DataFrame(rows)
 
     def __repr__(self) -> str:
-        return (f"ResultGrid<{len(self)} trials, {self.num_terminated} terminated, {self.num_errors} errored, "
+        return (f"ResultGrid<{len(self)} trials, {self.num_terminated} completed, {self.num_errors} errored, "
                 f"path={self.experiment_path!r}>")
 
     def _repr_html_(self) -> str:
         frame = self.get_dataframe()
         return f"<p>{html.escape(repr(self))}</p>" + frame.to_html(max_rows=50)
+
+
+def _best_report(history: list[dict[str, Any]], metric: str, lowest: bool) -> dict[str, Any] | None:
+    """The report with the best finite value of ``metric`` (the first of equals), or None."""
+    scored = [(float(h[metric]), i) for i, h in enumerate(history)
+              if isinstance(h.get(metric), (int, float)) and abs(float(h[metric])) != float("inf")
+              and h[metric] == h[metric]]
+    if not scored:
+        return None
+    _, index = min(scored) if lowest else min(scored, key=lambda vi: (-vi[0], vi[1]))
+    return history[index]
 
 
 def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -28,6 +28,8 @@ import cloudpickle
 import fsspec
 
 from ..errors import ConfigError
+from ..integrity import read_signed, write_signed
+from ..names import join_under
 from ..train.checkpoint import Checkpoint
 from ..train.config import RunConfig
 from ..train.result import Result
@@ -47,6 +49,7 @@ from .search.variants import check_space
 from .stoppers import as_stoppers
 from .trainables import TrainerTrial
 from .trial import TrialStatus
+from .wrappers import ParameterizedTrainable, run_parameterized_trial
 
 __all__ = ["Tuner"]
 
@@ -73,7 +76,7 @@ class Tuner:
     def path(self) -> str:
         from ..settings import get_settings
 
-        return f"{(self.run_config.storage_path or get_settings().storage).rstrip('/')}/{self.name}"
+        return join_under(self.run_config.storage_path or get_settings().storage, self.name)
 
     # -- restore -------------------------------------------------------------------
     @classmethod
@@ -89,9 +92,9 @@ class Tuner:
                 raise ConfigError(f"no experiment at {path_or_name!r}: expected its folder (with {STATE_FILE}) "
                                   "or its name as `airflowless experiments list` shows it")
             path = found["storage_path"]
-            fs, local = fsspec.core.url_to_fs(path)
-        with fs.open(f"{local}/{STATE_FILE}", "rb") as f:
-            state = cloudpickle.load(f)
+        state = cloudpickle.loads(read_signed(
+            f"{path.rstrip('/')}/{STATE_FILE}",
+            advice="Do not restore it: start the experiment again with Tuner(...).fit() under a new name."))
         tuner = cls(trainable if trainable is not None else state["trainable"], param_space=state["param_space"],
                     tune_config=state["tune_config"], run_config=state["run_config"])
         tuner.name = state["name"]
@@ -114,7 +117,12 @@ class Tuner:
             per_trial = self.trainable.scaling_config.num_workers * self.trainable.scaling_config.rank_resources.get(
                 "CPU", 1)
             return max(1, int(cpus // per_trial))
-        return max(1, int(2 * cpus // (self.tune_config.trial_resources or {"CPU": 1}).get("CPU", 1)))
+        return max(1, int(2 * cpus // max(self._trial_resources().get("CPU", 1), 1e-9)))
+
+    def _trial_resources(self) -> dict[str, float]:
+        """What a function trial's task asks Dask for: ``tune.with_resources``, else TuneConfig's, else 1 CPU."""
+        wrapped = self.trainable.resources if isinstance(self.trainable, ParameterizedTrainable) else None
+        return wrapped if wrapped is not None else (self.tune_config.trial_resources or {"CPU": 1})
 
     def fit(self) -> ResultGrid:
         from ..runtime import cluster_client
@@ -123,6 +131,8 @@ class Tuner:
         if scheduler is not None:
             scheduler.set_search_properties(self.tune_config.metric, self.tune_config.mode)
         with cluster_client() as client:
+            if isinstance(self.trainable, ParameterizedTrainable):
+                self.trainable.put_objects(client)  # tune.with_parameters: scattered once, fetched by trials
             controller = TuneController(searcher=self._searcher(), scheduler=scheduler,
                                         stoppers=as_stoppers(getattr(self.run_config, "stop", None)),
                                         max_concurrent=self._max_concurrent(client),
@@ -159,10 +169,7 @@ class Tuner:
         state = {"name": self.name, "trainable": self.trainable, "param_space": self.param_space,
                  "tune_config": self.tune_config, "run_config": self.run_config,
                  "controller": controller.get_state(), "experiment_id": experiment_id}
-        tmp = f"{local}/{STATE_FILE}.{uuid.uuid4().hex}.tmp"
-        with fs.open(tmp, "wb") as f:
-            cloudpickle.dump(state, f)
-        fs.mv(tmp, f"{local}/{STATE_FILE}")
+        write_signed(f"{self.path}/{STATE_FILE}", cloudpickle.dumps(state))  # signed: restore checks it
 
 
 class _Loop:
@@ -258,7 +265,12 @@ class _Loop:
             self._release(trial.trial_id)
         run_key = f"{self.topic}-{trial.trial_id}-{uuid.uuid4().hex[:8]}"
         self.runs[trial.trial_id] = run_key
-        future = self.client.submit(run_function_trial, self.tuner.trainable, trial.config, trial.trial_id,
+        trainable = self.tuner.trainable
+        task: Any = run_function_trial
+        inputs: tuple[Any, ...] = ()
+        if isinstance(trainable, ParameterizedTrainable):  # its objects are inputs: Dask moves them, once a worker
+            task, inputs = run_parameterized_trial, (trainable.put_objects(self.client),)
+        future = self.client.submit(task, *inputs, trainable, trial.config, trial.trial_id,
                                     self.topic, storage_dir, action.checkpoint, stop_name, start_iteration,
                                     run_key, key=f"trial-{trial.trial_id}-{uuid.uuid4().hex[:8]}",
                                     resources=self._resources, pure=False, retries=0)
@@ -266,7 +278,7 @@ class _Loop:
 
     @property
     def _resources(self) -> dict[str, float]:
-        return self.tuner.tune_config.trial_resources or {"CPU": 1}
+        return self.tuner._trial_resources()
 
     def _watch(self, trial_id: str, future: Any) -> None:
         future.add_done_callback(lambda f: self.events.put(("ended", trial_id, f)))

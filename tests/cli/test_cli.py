@@ -11,13 +11,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from airflowless.runtime.processes import is_alive, load_state, stop_process_cluster
 from airflowless.store import RunStatus, StageStatus, open_store
+from tests.support.eventually import eventually
 
 PIPELINE = '''\
 from airflowless import pipeline, stage
@@ -318,10 +318,7 @@ def test_cluster_up_status_run_down(env: dict[str, str], demo: Path, home: Path,
         down = cli("cluster", "down", env=env)
         assert down.returncode == 0, _show(down)
         assert f"stopped the cluster at {address}" in down.stdout
-        deadline = time.monotonic() + 10
-        while any(is_alive(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(is_alive(pid) for pid in pids)
+        eventually(lambda: not any(is_alive(pid) for pid in pids), message="the cluster's processes to end")
         assert not state_path.exists()
         assert cli("cluster", "status", env=env).returncode == 1
         gone = cli("cluster", "down", env=env)

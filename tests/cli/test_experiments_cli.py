@@ -97,9 +97,9 @@ def test_list_shows_the_latest_experiments_first(env: dict[str, str], recorded: 
     assert proc.returncode == 0, _show(proc)
     rows = re.findall(r"│ (\d+)\s+│ (\S+)\s+│ (\w+)\s+│ (\w+)\s+│ ([^│]*?)\s+│ ([^│]*?)\s+│ ([^│]*?)\s+│", proc.stdout)
     assert rows == [
-        (str(recorded["tune"]), "taxi-tune", "tune", "terminated_with_errors", "3 (1 errored)",
+        (str(recorded["tune"]), "taxi-tune", "tune", "completed_with_errors", "3 (1 errored)",
          "valid-logloss (min)", "0.1667 (trial_00001)"),
-        (str(recorded["train"]), "XGBoostTrainer_fit", "train", "terminated", "0", "", ""),
+        (str(recorded["train"]), "XGBoostTrainer_fit", "train", "completed", "0", "", ""),
     ], proc.stdout
     assert re.search(r"│ \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+│ [\d.]+s\s+│", proc.stdout), proc.stdout
     assert "airflowless experiments show NAME_OR_ID" in proc.stdout
@@ -113,14 +113,14 @@ def test_show_lists_the_trials_with_their_last_metrics_and_checkpoints(
     by_name = cli("experiments", "show", "taxi-tune", env=env)
     assert by_name.returncode == 0, _show(by_name)
     out = by_name.stdout
-    assert re.search(rf"experiment {recorded['tune']} taxi-tune \(tune\): terminated_with_errors in [\d.]+s", out)
+    assert re.search(rf"experiment {recorded['tune']} taxi-tune \(tune\): completed_with_errors in [\d.]+s", out)
     trials = re.findall(r"│ (trial_\d+)\s+│ (\w+)\s+│ (\d+)\s+│ (\d+)\s+│ ([^│]*?)\s+│ ([^│]*?)\s+│", out)
     assert trials == [
-        ("trial_00000", "terminated", "3", "0", "valid-logloss=0.2", "trial_00000/checkpoint_000003"),
-        ("trial_00001", "terminated", "3", "0", "valid-logloss=0.1667", "trial_00001/checkpoint_000003"),
+        ("trial_00000", "completed", "3", "0", "valid-logloss=0.2", "trial_00000/checkpoint_000003"),
+        ("trial_00001", "completed", "3", "0", "valid-logloss=0.1667", "trial_00001/checkpoint_000003"),
         ("trial_00002", "errored", "1", "1", "valid-logloss=0.9", ""),
     ], out
-    assert "trials: 3 (2 terminated, 1 errored)" in out
+    assert "trials: 3 (2 completed, 1 errored)" in out
     assert "metric: valid-logloss (min); best 0.1667 in trial_00001 (config {params: {eta: 0.35}})" in out
     assert f"storage: {home / 'storage' / 'taxi-tune'}" in out
     assert "--- trial trial_00002 ---\nValueError: eta=0.3 diverged" in out
@@ -130,7 +130,7 @@ def test_show_lists_the_trials_with_their_last_metrics_and_checkpoints(
 
     fit = cli("experiments", "show", "XGBoostTrainer_fit", env=env)
     assert fit.returncode == 0, _show(fit)
-    assert "XGBoostTrainer_fit (train): terminated" in fit.stdout and "trials: 0" in fit.stdout
+    assert "XGBoostTrainer_fit (train): completed" in fit.stdout and "trials: 0" in fit.stdout
     assert "metric:" not in fit.stdout
 
 

@@ -6,11 +6,15 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from airflowless.runtime.processes import ProcessCluster
+from airflowless.serve.replica import ReplicaInfo
+from tests.support.eventually import eventually
+from tests.support.process_cluster import process_cluster_fixture
 
 APP = '''\
 from airflowless import serve
@@ -28,6 +32,7 @@ class Adder:
     def __call__(self, body):
         return {"sum": body["x"] + self.n + offset()}
 
+    @serve.route
     def twice(self, body):
         return {"twice": 2 * body["x"]}
 
@@ -70,17 +75,14 @@ def test_run_status_shutdown(env: dict[str, str], tmp_path: Path) -> None:
                             env=env, stdout=out, stderr=err)
     logs = lambda: (tmp_path / "serve.out").read_text() + (tmp_path / "serve.err").read_text()  # noqa: E731
     try:
-        deadline = time.monotonic() + 120
-        while True:
+        def up() -> bool:
             assert proc.poll() is None, f"serve run exited {proc.returncode}:\n{logs()}"
-            assert time.monotonic() < deadline, f"no /-/healthz on {url} after 120 s:\n{logs()}"
             try:
-                if httpx.get(f"{url}/-/healthz", timeout=1).status_code == 200 and \
-                        "press Ctrl+C" in logs():
-                    break
+                return httpx.get(f"{url}/-/healthz", timeout=1).status_code == 200 and "press Ctrl+C" in logs()
             except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+                return False
+
+        eventually(up, timeout=120, interval=0.3, message=lambda: f"no /-/healthz on {url}:\n{logs()}")
         assert httpx.post(f"{url}/add", json={"x": 5}, timeout=10).json() == {"sum": 16}
         assert httpx.post(f"{url}/add/twice", json={"x": 5}, timeout=10).json() == {"twice": 10}
         printed = logs()
@@ -125,3 +127,93 @@ def test_run_errors_name_what_to_fix_before_starting_anything(env: dict[str, str
     assert none.returncode == 2 and "no Application" in none.stderr, _show(none)
     wrong = cli("run", f"{module}:offset", env=env)
     assert wrong.returncode == 2 and "not an Application" in wrong.stderr, _show(wrong)
+
+
+# -- a `serve run` that is killed, and pids in the store that are not ours ------------------------------------
+serve_cluster = process_cluster_fixture(n_workers=1, threads_per_worker=2)
+
+
+def _serve_run(module: Path, port: int, env: dict[str, str], log: Path, address: str) -> subprocess.Popen[bytes]:
+    """``airflowless serve run`` of ``module`` on the cluster at ``address``, once it answers on ``port``."""
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "airflowless.cli", "serve", "run", f"{module}:app",
+                                 "--name", "adder", "--route-prefix", "/add", "--port", str(port),
+                                 "--address", address], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def up() -> bool:
+        assert proc.poll() is None, f"serve run exited {proc.returncode}:\n{log.read_text()}"
+        try:
+            return "press Ctrl+C" in log.read_text() and \
+                httpx.post(f"http://127.0.0.1:{port}/add", json={"x": 1}, timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    eventually(up, timeout=180, message=log.read_text)
+    return proc
+
+
+def _replicas(address: str) -> list[ReplicaInfo]:
+    from distributed import Client
+
+    with Client(address, set_as_default=False) as client:
+        table = client.get_metadata(["airflowless-serve", "adder", "Adder"], default=None)
+    return [ReplicaInfo(*row) for row in table["replicas"]] if table else []
+
+
+def _listening(info: ReplicaInfo) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((info.host, info.port)) == 0
+
+
+def test_replicas_of_a_killed_serve_run_stop_by_themselves(env: dict[str, str], tmp_path: Path,
+                                                           serve_cluster: ProcessCluster) -> None:
+    module = tmp_path / "adder.py"
+    module.write_text(APP)
+    env = {**env, "AIRFLOWLESS_SERVE_LEASE_S": "3"}
+    proc = _serve_run(module, free_port(), env, tmp_path / "serve.log", serve_cluster.address)
+    replicas = _replicas(serve_cluster.address)
+    assert len(replicas) == 2 and all(_listening(r) for r in replicas)
+    proc.kill()  # SIGKILL: no serve.shutdown() runs
+    proc.wait()
+    eventually(lambda: not any(_listening(r) for r in replicas), timeout=120)
+    eventually(lambda: _replicas(serve_cluster.address) == [])  # no tokens left in the scheduler
+
+
+def test_shutdown_stops_the_replicas_of_a_killed_serve_run(env: dict[str, str], tmp_path: Path,
+                                                           serve_cluster: ProcessCluster) -> None:
+    module = tmp_path / "adder.py"
+    module.write_text(APP)
+    env = {**env, "AIRFLOWLESS_SERVE_LEASE_S": "600"}  # so that only `serve shutdown` can stop them
+    proc = _serve_run(module, free_port(), env, tmp_path / "serve.log", serve_cluster.address)
+    replicas = _replicas(serve_cluster.address)
+    assert len(replicas) == 2
+    proc.kill()
+    proc.wait()
+    assert all(_listening(r) for r in replicas)
+    stop = cli("shutdown", "--address", serve_cluster.address, env=env)
+    assert stop.returncode == 0, _show(stop)
+    assert f"process {proc.pid} (serving adder) is gone" in stop.stdout
+    assert "stopped 2 replica(s)" in stop.stdout, _show(stop)
+    assert not any(_listening(r) for r in replicas)
+    assert _replicas(serve_cluster.address) == []
+    assert "no deployments are running" in cli("status", env=env).stdout
+
+
+def test_shutdown_signals_no_pid_it_cannot_prove_is_a_serve_run(env: dict[str, str], tmp_path: Path) -> None:
+    from airflowless.store import open_store
+
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        store = open_store(f"sqlite:///{Path(env['AIRFLOWLESS_HOME']) / 'airflowless.db'}")
+        store.record_deployment("forged", "Adder", route_prefix="/", num_replicas=1, http_address=None,
+                                config={}, pid=sleeper.pid, hostname=socket.gethostname())
+        store.close()
+        stop = cli("shutdown", env=env)
+        assert stop.returncode == 1, _show(stop)
+        assert f"process {sleeper.pid} (serving forged) was not signalled" in stop.stderr, _show(stop)
+        assert "not `airflowless serve run`" in stop.stderr
+        assert sleeper.poll() is None  # still running: never signalled
+        assert "forged" in cli("status", env=env).stdout  # and its row was left as it was
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 
 from airflowless import data
-from tests.conftest import require_service
+from tests.conftest import require_module, require_service
 
 pytestmark = pytest.mark.usefixtures("cluster_client")
 
-pytest.importorskip("s3fs")
-boto3 = pytest.importorskip("boto3")
+require_module("s3fs")
+boto3: Any = require_module("boto3")
 
 
 def free_port() -> int:

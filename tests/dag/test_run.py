@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import select
 import time
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from dask.utils import key_split
 from airflowless import cluster_client as launch_client
 from airflowless import pipeline, stage
 from airflowless.errors import ClusterError, PipelineRunError
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.usefixtures("cluster_client")
 
@@ -23,8 +26,10 @@ def _bump(counter: Path) -> int:
 
 
 @stage
-def slow(seconds: float, tag: str) -> str:
-    time.sleep(seconds)
+def meet(folder: str, tag: str, peer: str) -> str:
+    """Mark that this stage started, then wait for its peer to start: both finish only if they ran at once."""
+    (Path(folder) / tag).touch()
+    eventually(lambda: (Path(folder) / peer).exists(), message=f"stage {peer!r} to start while {tag!r} runs")
     return tag
 
 
@@ -34,27 +39,26 @@ def pair(left: str, right: str) -> str:
 
 
 @pipeline
-def parallel(seconds: float = 1.5):
-    return pair(slow(seconds, "a"), slow(seconds, "b"))
+def parallel(folder: str):
+    return pair(meet(folder, "a", "b"), meet(folder, "b", "a"))
 
 
-def test_independent_stages_run_in_parallel_as_tasks_named_after_stages(store) -> None:  # noqa: ANN001
-    start = time.monotonic()
-    result = parallel.run({"seconds": 1.5}, store=store)
-    took = time.monotonic() - start
-    assert result.value == "ab"
-    assert took < 2.9, f"two 1.5 s stages took {took:.2f} s together: they did not overlap"
+def test_independent_stages_run_in_parallel_as_tasks_named_after_stages(store, tmp_path: Path) -> None:  # noqa: ANN001
+    result = parallel.run({"folder": str(tmp_path)}, store=store)
+    assert result.value == "ab"  # each `meet` saw the other start before it finished: they overlapped
     record = store.get_run(result.run_id)
     assert record.status == "succeeded"
     assert [s.status for s in record.stages] == ["succeeded"] * 3
-    assert {key_split(s.task_key) for s in record.stages} == {"slow", "pair"}
-    workers = {record.stage("slow").worker, record.stage("slow-2").worker}
+    assert {key_split(s.task_key) for s in record.stages} == {"meet", "pair"}
+    workers = {record.stage("meet").worker, record.stage("meet-2").worker}
     assert len(workers) == 2, "the two independent stages should use both workers"
 
 
 @stage(retries=2, retry_delay=0.2, backoff=2.0)
 def flaky(counter: str) -> int:
     count = _bump(Path(counter))
+    with open(f"{counter}.starts", "a") as starts:  # CLOCK_MONOTONIC: one clock for every process here
+        starts.write(f"{time.monotonic()}\n")
     if count < 3:
         raise ConnectionError(f"attempt {count} lost the connection")
     return count
@@ -66,10 +70,11 @@ def retrying(counter: str):
 
 
 def test_retries_with_backoff(store, tmp_path: Path) -> None:  # noqa: ANN001
-    start = time.monotonic()
     result = retrying.run({"counter": str(tmp_path / "n")}, store=store)
     assert result.value == 3
-    assert time.monotonic() - start >= 0.2 + 0.4
+    starts = [float(line) for line in (tmp_path / "n.starts").read_text().split()]
+    waits = [later - earlier for earlier, later in zip(starts, starts[1:], strict=False)]
+    assert len(waits) == 2 and waits[0] >= 0.2 and waits[1] >= 0.2 * 2.0, waits  # retry_delay, then its backoff
     record = store.get_run(result.run_id).stage("flaky")
     assert record.attempts == 3 and record.status == "succeeded"
 
@@ -82,8 +87,14 @@ def spinning(counter: str) -> None:
 
 
 @stage(timeout=0.5)
-def blocked() -> None:
-    time.sleep(8)  # a C call: the driver stops waiting after the timeout and a grace
+def blocked(release: str) -> None:
+    """Block in a C call until the test releases it (opens the pipe's other end); 120 s at most."""
+    pipe = os.open(release, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        select.select([pipe], [], [], 120)  # the driver stops waiting after the timeout and a grace
+    finally:
+        os.close(pipe)
+        Path(f"{release}.returned").touch()
 
 
 @stage
@@ -92,15 +103,28 @@ def never(value: object) -> None:
 
 
 @pipeline
-def timing_out(counter: str):
-    return spinning(counter), never(blocked())
+def timing_out(counter: str, release: str):
+    return spinning(counter), never(blocked(release))
+
+
+def _release(pipe: Path) -> bool:
+    """Open and close the write end of ``pipe``: a `blocked` stage waiting on it returns; False while none waits."""
+    try:
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:  # ENXIO: no reader (yet)
+        return False
+    return True
 
 
 def test_timeouts_fail_stages_promptly(store, tmp_path: Path) -> None:  # noqa: ANN001
-    start = time.monotonic()
+    release = tmp_path / "release"
+    os.mkfifo(release)
     with pytest.raises(PipelineRunError, match="spinning"):
-        timing_out.run({"counter": str(tmp_path / "n")}, store=store)
-    assert time.monotonic() - start < 15
+        timing_out.run({"counter": str(tmp_path / "n"), "release": str(release)}, store=store)
+    # promptly: the run ended while `blocked` was still in its C call, which returns only once released here
+    assert not Path(f"{release}.returned").exists(), "the run waited for `blocked` to return from its C call"
+    eventually(lambda: _release(release), message="`blocked` waiting on its pipe")
+    eventually(lambda: Path(f"{release}.returned").exists(), message="`blocked` returning once released")
     run = store.get_run(store.list_runs(limit=1)[0].id)
     assert (tmp_path / "n").read_text() == "2", "a timed-out attempt is retried"
     assert {s.node: s.status for s in run.stages} == {"spinning": "failed", "blocked": "failed", "never": "skipped"}

@@ -16,6 +16,7 @@ from airflowless.data import DataContext, StallError
 from airflowless.data.block import BatchTypeError
 from airflowless.data.consume import last_execution
 from airflowless.data.transforms import ColumnNotFoundError, UserCodeError
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.usefixtures("cluster_client")
 
@@ -46,32 +47,46 @@ def test_memory_budget_bounds_the_blocks_held(context: DataContext) -> None:
     assert ex.window(block_bytes) == 3
 
 
+def _tasks_of(client, part: str) -> list[str]:  # noqa: ANN001
+    """Keys naming ``part`` that the scheduler or a worker still holds (a cancelled task runs to its end)."""
+    on_scheduler = client.run_on_scheduler(lambda dask_scheduler: [str(k) for k in dask_scheduler.tasks])
+    on_workers = client.run(lambda dask_worker: [str(k) for k in dask_worker.state.tasks])
+    return [k for k in [*on_scheduler, *(k for keys in on_workers.values() for k in keys)] if part in k]
+
+
 def _touch(batch: dict, folder: str) -> dict:
-    time.sleep(0.3)
+    time.sleep(0.3)  # a slow block: the consumer stops while the others wait
     Path(folder, f"block-{int(batch['id'][0])}").touch()
     return batch
 
 
-def test_a_consumer_that_stops_early_cancels_the_rest(context: DataContext, tmp_path: Path) -> None:
+def test_a_consumer_that_stops_early_cancels_the_rest(context: DataContext, tmp_path: Path,
+                                                       cluster_client) -> None:  # noqa: ANN001
     context.max_tasks_in_flight_per_op = 2
     ds = data.range(40, parallelism=40).map_batches(_touch, fn_args=(str(tmp_path),))
     for _ in ds.iter_batches(batch_size=None):
         break
-    time.sleep(1.5)
+    # every block task started so far has ended and none is left to start: the count below is final
+    eventually(lambda: not _tasks_of(cluster_client, "_touch"), message=lambda: str(_tasks_of(cluster_client, "_touch")))
     ran = len(list(tmp_path.iterdir()))
     assert ran <= 6, f"{ran} of 40 blocks ran after the consumer stopped after one"
 
 
-def _sleepy(batch: dict) -> dict:
-    time.sleep(4)
+def _stuck(batch: dict, release: str) -> dict:
+    eventually(lambda: Path(release).exists(), timeout=120)  # no progress at all until the test saw the stall
     return batch
 
 
-def test_a_stall_names_the_operator(context: DataContext) -> None:
+def test_a_stall_names_the_operator(context: DataContext, tmp_path: Path, cluster_client) -> None:  # noqa: ANN001
     context.stall_timeout_s = 1.5
-    ds = data.range(4, parallelism=2).map_batches(_sleepy)
-    with pytest.raises(StallError, match=r"operator 'ReadRange\+MapBatches\(_sleepy\)\+Count' made no progress.*running on"):
-        ds.count()
+    release = tmp_path / "release"
+    ds = data.range(4, parallelism=2).map_batches(_stuck, fn_args=(str(release),))
+    try:
+        with pytest.raises(StallError, match=r"operator 'ReadRange\+MapBatches\(_stuck\)\+Count' made no progress.*running on"):
+            ds.count()
+    finally:
+        release.touch()
+    eventually(lambda: not _tasks_of(cluster_client, "_stuck"))  # the workers are free again
 
 
 def _wrong_type(batch: dict) -> list:

@@ -190,7 +190,7 @@ def test_simple_imputer_most_frequent_on_strings() -> None:
 
 def test_concatenator_makes_a_vector_column_without_fit() -> None:
     out_ds = Concatenator(columns=["a", "i"], output_column_name="x", dtype="float32").transform(make_ds())
-    assert out_ds.schema().field("x").type == pa.list_(pa.float32())
+    assert out_ds.schema().field("x").type == pa.list_(pa.float32(), 2)  # a tensor column: (rows, 2) in batches
     out = out_ds.to_pandas()
     assert "a" not in out.columns and "i" not in out.columns
     assert_allclose(np.stack(out["x"].to_list()), FRAME[["a", "i"]].to_numpy(dtype=np.float32))

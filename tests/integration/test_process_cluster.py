@@ -14,6 +14,7 @@ from distributed import Client
 from airflowless import pipeline, stage
 from airflowless.runtime.processes import kill_worker
 from airflowless.store.records import StageStatus
+from tests.support.eventually import eventually
 from tests.support.process_cluster import process_cluster_fixture
 
 cluster = process_cluster_fixture(n_workers=2, resources={"CPU": 1})
@@ -75,18 +76,13 @@ def test_run_survives_a_killed_worker(cluster, store, tmp_path: Path) -> None:  
 
         driver = threading.Thread(target=drive)
         driver.start()
-        deadline = time.monotonic() + 30
-        running = None
-        while time.monotonic() < deadline:
+        def long_step_running():  # noqa: ANN202
             runs = store.list_runs(limit=1)
             stages = {s.node: s for s in store.get_run(runs[0].id).stages} if runs else {}
-            if "long_step" in stages:  # the run's stages are recorded just after the run itself
-                record = stages["long_step"]
-                if record.status == StageStatus.RUNNING and record.worker:
-                    running = record
-                    break
-            time.sleep(0.1)
-        assert running is not None, "long_step never started"
+            record = stages.get("long_step")  # the run's stages are recorded just after the run itself
+            return record if record is not None and record.status == StageStatus.RUNNING and record.worker else None
+
+        running = eventually(long_step_running, message="long_step to start")
         index = int(str(names[running.worker]).rsplit("-", 1)[1])
         kill_worker(cluster, index)
         driver.join(timeout=90)

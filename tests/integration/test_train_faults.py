@@ -21,7 +21,7 @@ import json, sys
 import airflowless
 from airflowless import data
 from airflowless.datasets import add_features, make_taxi
-from airflowless.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from airflowless.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, TrainingFailedError
 from airflowless.train.xgboost import XGBoostTrainer
 
 address, folder, max_failures = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -41,7 +41,10 @@ trainer = XGBoostTrainer(
     scaling_config=ScalingConfig(num_workers=2), datasets={"train": train_ds, "valid": valid_ds},
     run_config=RunConfig(storage_path=f"{folder}/runs", failure_config=FailureConfig(max_failures=max_failures),
                          checkpoint_config=CheckpointConfig(num_to_keep=2), callbacks=[Progress()]))
-result = trainer.fit()
+try:
+    result = trainer.fit()
+except TrainingFailedError as failed:
+    result = failed.result
 print("RESULT " + json.dumps({"metrics": result.metrics, "error": None if result.error is None else str(result.error),
                               "rounds": None if result.checkpoint is None else
                               XGBoostTrainer.get_model(result.checkpoint).num_boosted_rounds()}), flush=True)

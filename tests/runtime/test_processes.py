@@ -22,6 +22,7 @@ from airflowless.runtime.processes import (
     start_process_cluster,
     stop_process_cluster,
 )
+from tests.support.eventually import eventually
 from tests.support.process_cluster import process_cluster_fixture
 
 cluster = process_cluster_fixture(n_workers=2, resources={"CPU": 1})
@@ -29,15 +30,6 @@ cluster = process_cluster_fixture(n_workers=2, resources={"CPU": 1})
 
 def _n_workers(client: Client) -> int:
     return len(client.scheduler_info(n_workers=-1)["workers"])
-
-
-def _wait_for(condition, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def test_cluster_has_workers_with_resources_and_runs_tasks(cluster: ProcessCluster) -> None:
@@ -70,7 +62,7 @@ def test_kill_worker_removes_it_and_stop_ends_every_process(tmp_path: Path) -> N
             assert _n_workers(client) == 2
             kill_worker(c, 0)
             assert not is_alive(c.worker_pids[0])
-            assert _wait_for(lambda: _n_workers(client) == 1)
+            eventually(lambda: _n_workers(client) == 1, message="the scheduler to drop the killed worker")
             # the killed worker stays dead: no nanny brings it back
             time.sleep(0.5)
             assert _n_workers(client) == 1

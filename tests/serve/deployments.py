@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from typing import Any
 
 from airflowless import serve
@@ -18,6 +19,7 @@ class Echo:
     def __call__(self, body: Any) -> dict[str, Any]:
         return {"got": body, "suffix": self.suffix, "pid": os.getpid()}
 
+    @serve.route
     async def shout(self, body: Any) -> dict[str, Any]:
         return {"up": str(body).upper()}
 
@@ -68,9 +70,12 @@ class Busy:
 
 @serve.deployment(num_replicas=2, health_check_period_s=0.5)
 class Worky:
+    def __init__(self) -> None:
+        self.replica = uuid.uuid4().hex  # a replacement replica answers with a new one, even in the same process
+
     def __call__(self, body: Any) -> dict[str, Any]:
         time.sleep(0.002)
-        return {"pid": os.getpid()}
+        return {"pid": os.getpid(), "replica": self.replica}
 
 
 @serve.deployment

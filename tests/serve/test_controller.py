@@ -106,3 +106,39 @@ def test_autoscaling_decision_is_pure() -> None:
     assert decide(cfg, current=4, ongoing=0, now=15, pending=down.pending).desired == 1
     # queued requests count: the ingress sees 3 queued on one replica at target 2
     assert decide(cfg, current=1, ongoing=3, now=0, pending=None).pending.desired == 2  # type: ignore[union-attr]
+
+
+def test_a_deployment_that_ran_waits_for_capacity_with_backoff_and_recovers() -> None:
+    core = Controller()
+    started(core, core.handle(DeploymentUpdated(KEY, DeploymentConfig(num_replicas=1))))
+    now = 10.0
+    core.handle(Tick(now))
+    actions = core.handle(ReplicaFailed("app/M#1", "health check failed"))  # its worker died
+    for attempt in range(6):  # the worker is gone: every start fails to place, far more than 3 times
+        start = next(a for a in actions if isinstance(a, StartReplica))
+        actions = core.handle(ReplicaFailed(start.replica_id, "ServeError: no worker has resources {} free",
+                                            while_starting=True))
+        assert not any(isinstance(a, StartReplica) for a in actions)  # not at once: after a backoff
+        assert core.status(KEY) is DeploymentStatus.UNHEALTHY
+        published = [a for a in actions if isinstance(a, PublishReplicas)]
+        if attempt == 0:
+            assert published and published[0].replica_ids == () and "no worker has resources" in \
+                published[0].unavailable
+        backoff = min(0.5 * 2 ** attempt, 5.0)
+        assert core.handle(Tick(now + backoff - 0.01)) == []
+        now += backoff
+        actions = core.handle(Tick(now))
+    start = next(a for a in actions if isinstance(a, StartReplica))
+    actions = core.handle(ReplicaStarted(start.replica_id, info=start.replica_id))  # the worker is back
+    assert PublishReplicas(KEY, (start.replica_id,), "") in actions
+    assert core.status(KEY) is DeploymentStatus.HEALTHY
+
+
+def test_a_new_deployment_that_cannot_start_still_fails_fast() -> None:
+    core = Controller()
+    actions = core.handle(DeploymentUpdated(KEY, DeploymentConfig(num_replicas=1)))
+    for _ in range(3):
+        start = next(a for a in actions if isinstance(a, StartReplica))
+        actions = core.handle(ReplicaFailed(start.replica_id, "no worker has resources", while_starting=True))
+    assert core.status(KEY) is DeploymentStatus.DEPLOY_FAILED
+    assert core.handle(Tick(1e9)) == []

@@ -52,8 +52,8 @@ def _assert_utc(value: datetime | None, *, near: datetime) -> None:
 # -- schema and migrations ----------------------------------------------------------------
 
 def test_migrate_creates_every_schema_version(db: Store) -> None:
-    assert db.version == MIGRATIONS[-1].version == 3
-    assert _version_rows(db) == [1, 2, 3]
+    assert db.version == MIGRATIONS[-1].version == 4
+    assert _version_rows(db) == [1, 2, 3, 4]
     with db.engine.connect() as conn:
         names = set(inspect(conn).get_table_names())
     assert {"airflowless_schema_version", "pipeline_runs", "stage_runs", "experiments", "trials", "metrics",
@@ -68,8 +68,8 @@ def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
     for _ in range(2):
         again = open_store(backend_url)
         try:
-            assert again.version == 3
-            assert _version_rows(again) == [1, 2, 3]  # no second row for the same migration
+            assert again.version == 4
+            assert _version_rows(again) == [1, 2, 3, 4]  # no second row for the same migration
             assert again.get_run(run_id).pipeline == "demo"  # and the data is still there
             assert again.count_runs() == 1
         finally:
@@ -81,7 +81,6 @@ def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
 def test_create_and_get_run(db: Store) -> None:
     run_id = db.create_run("taxi", module="pipelines/taxi.py", params={"n": 3, "path": "data", "xs": [1, 2]},
                            address="tcp://127.0.0.1:8786")
-    resumed = db.create_run("taxi", module="pipelines/taxi.py", params={}, resumed_from=run_id)
 
     run = db.get_run(run_id)
     assert run.id == run_id
@@ -91,7 +90,10 @@ def test_create_and_get_run(db: Store) -> None:
     assert run.address == "tcp://127.0.0.1:8786"
     assert run.finished_at is None and run.duration_s is None and run.error is None
     assert run.resumed_from is None and run.stages == []
+    db.finish_run(run_id, RunStatus.FAILED)  # a running run cannot be resumed
+    resumed = db.create_run("taxi", module="pipelines/taxi.py", params={}, resumed_from=run_id)
     assert db.get_run(resumed).resumed_from == run_id
+    assert db.get_run(run_id).resumed_by == resumed
     assert resumed > run_id
     assert db.count_runs() == 2
 

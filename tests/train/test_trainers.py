@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import tempfile
@@ -26,6 +27,7 @@ from airflowless.train import (
     TrainingFailedError,
     gbdt,
 )
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.usefixtures("cluster_client", "home")
 
@@ -55,11 +57,17 @@ def _rank_tasks(client: Any) -> list[str]:
     return client.run_on_scheduler(read)  # type: ignore[no-any-return]
 
 
-def _wait_no_rank_tasks(client: Any, timeout: float = 10.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while (left := _rank_tasks(client)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
+def _wait_no_rank_tasks(client: Any) -> list[str]:
+    eventually(lambda: not _rank_tasks(client), message=lambda: f"rank tasks left: {_rank_tasks(client)}")
+    return _rank_tasks(client)
+
+
+def _rank_keys_seen(client: Any) -> set[str]:
+    """Keys of rank tasks in the scheduler's (recent) transition log: every task it was given."""
+    def read(dask_scheduler: Any) -> set[str]:
+        return {str(entry[0]) for entry in dask_scheduler.transition_log if "-rank" in str(entry[0])}
+
+    return client.run_on_scheduler(read)  # type: ignore[no-any-return]
 
 
 # -- DataParallelTrainer -----------------------------------------------------------------
@@ -318,28 +326,27 @@ def test_sklearn_trainer_fits_with_joblib_on_dask(taxi: pd.DataFrame, cluster_cl
 def _failing_loop() -> None:
     if train.get_context().world_rank == 1:
         raise ValueError("boom in rank 1")
-    for step in range(1_000):  # rank 0 keeps going until the driver stops it
+    for step in itertools.count():  # rank 0 never ends by itself: the fit returning at all is the driver stopping it
         train.report({"step": step})
         time.sleep(0.02)
 
 
 def test_a_failing_rank_fails_the_fit_without_hanging(cluster_client: Any) -> None:
-    start = time.monotonic()
-    result = DataParallelTrainer(_failing_loop, scaling_config=ScalingConfig(num_workers=2)).fit()
-    assert time.monotonic() - start < 15
-    assert isinstance(result.error, TrainingFailedError)
-    assert "boom in rank 1" in str(result.error) and "max_failures=0" in str(result.error)
+    with pytest.raises(TrainingFailedError, match=r"max_failures=0.*boom in rank 1") as failed:
+        DataParallelTrainer(_failing_loop, scaling_config=ScalingConfig(num_workers=2)).fit()
+    result = failed.value.result  # the Result stays available on the error, as in Ray
+    assert result.error is failed.value and result.path
     assert _wait_no_rank_tasks(cluster_client) == []
 
 
 def test_too_many_ranks_fail_before_anything_runs(cluster_client: Any) -> None:
     from airflowless.store import open_store
 
-    start = time.monotonic()
+    seen = _rank_keys_seen(cluster_client)
     with pytest.raises(CapacityError, match=r"asks for 3 rank\(s\).*workers offer \{'CPU': 1.0\}"):
         DataParallelTrainer(lambda: None, scaling_config=ScalingConfig(num_workers=3),
                             run_config=RunConfig(name="too-big")).fit()
-    assert time.monotonic() - start < 5
+    assert _rank_keys_seen(cluster_client) <= seen  # no rank task was ever submitted
     assert _rank_tasks(cluster_client) == []
     store = open_store()
     try:
@@ -348,20 +355,24 @@ def test_too_many_ranks_fail_before_anything_runs(cluster_client: Any) -> None:
         store.close()
 
 
-def _sleeping_loop() -> None:
+def _meeting_loop(config: dict[str, Any]) -> None:
+    """Mark that this fit's rank started, then wait for the other fit's: both report only if they ran at once."""
     from distributed import get_worker
 
-    start = time.time()
-    time.sleep(1.5)
-    train.report({"worker": get_worker().address, "start": start, "end": time.time()})
+    folder = Path(config["folder"])
+    (folder / config["me"]).touch()
+    eventually(lambda: (folder / config["peer"]).exists(), message=f"fit {config['peer']} to start meanwhile")
+    train.report({"worker": get_worker().address})
 
 
-def test_two_trainers_fit_at_once_from_two_threads() -> None:
+def test_two_trainers_fit_at_once_from_two_threads(tmp_path: Path) -> None:
     results: dict[int, Any] = {}
 
     def fit(i: int) -> None:
         try:
-            results[i] = DataParallelTrainer(_sleeping_loop, scaling_config=ScalingConfig(num_workers=1),
+            results[i] = DataParallelTrainer(_meeting_loop, scaling_config=ScalingConfig(num_workers=1),
+                                             train_loop_config={"folder": str(tmp_path), "me": str(i),
+                                                                "peer": str(1 - i)},
                                              run_config=RunConfig(name=f"concurrent-{i}")).fit()
         except BaseException as exc:  # shown by the assertion below
             results[i] = exc
@@ -370,12 +381,11 @@ def test_two_trainers_fit_at_once_from_two_threads() -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=240)
     assert sorted(results) == [0, 1]
-    assert [getattr(r, "error", r) for r in results.values()] == [None, None]
+    assert [getattr(r, "error", r) for r in results.values()] == [None, None]  # ...at the same time: they met
     first, second = (results[i].metrics for i in range(2))
-    assert first["worker"] != second["worker"]  # one per worker...
-    assert first["start"] < second["end"] and second["start"] < first["end"]  # ...at the same time
+    assert first["worker"] != second["worker"]  # one per worker
 
 
 # -- nothing left behind ----------------------------------------------------------------
@@ -426,6 +436,7 @@ def test_no_sockets_threads_tasks_or_process_groups_are_left(taxi: pd.DataFrame,
                         datasets=datasets),
     ]
     before = cluster_client.run(_listening)
+    named_before = cluster_client.run(_framework_threads)  # the runtime's own threads (airflowless-driver-watch)
     for trainer in trainers:  # the first fits also start the frameworks' thread pools, which stay
         assert trainer.fit().error is None
     threads = cluster_client.run(_native_threads)
@@ -435,28 +446,35 @@ def test_no_sockets_threads_tasks_or_process_groups_are_left(taxi: pd.DataFrame,
     assert _wait_no_rank_tasks(cluster_client) == []
     after = cluster_client.run(_listening)
     assert {w: sorted(set(after[w]) - set(before[w])) for w in after} == {w: [] for w in after}
-    assert cluster_client.run(_framework_threads) == {w: [] for w in after}
-    deadline = time.monotonic() + 5  # a seceded rank's thread ends just after its task
-    while (now := cluster_client.run(_native_threads)) != threads and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert all(now[w] <= threads[w] for w in now), (threads, now)
+    assert cluster_client.run(_framework_threads) == named_before
+    # a seceded rank's thread ends just after its task
+    eventually(lambda: all(n <= threads[w] for w, n in cluster_client.run(_native_threads).items()),
+               message=lambda: f"{threads} then {cluster_client.run(_native_threads)}")
     assert cluster_client.run(_torch_initialized) == {w: False for w in after}
 
 
-def _peer_fails_after_the_stop() -> None:
+def _peer_fails_after_the_stop(config: dict[str, Any]) -> None:
+    from airflowless.train.context import StopRequested
+
     rank = train.get_context().world_rank
+    told = Path(config["folder"]) / "rank-0-told-to-stop"
     for step in range(1, 30):
         if rank == 1 and step > 3:
             # the run was told to stop after rank 0's report 3 (which came after rank 1's);
             # rank 0 leaves at its next report, and a peer caught meanwhile in the framework's
             # collective fails there before it can report
+            eventually(told.exists, message="rank 0 to be told to stop")
             raise RuntimeError("Connection reset by peer")
         time.sleep(0.15 if rank == 0 else 0.0)
-        train.report({"step": step})
+        try:
+            train.report({"step": step})
+        except StopRequested:
+            told.touch()
+            raise
         time.sleep(0.15 if rank == 0 else 0.3)
 
 
-def test_a_rank_failing_once_the_run_was_told_to_stop_is_the_stop_not_a_failure() -> None:
+def test_a_rank_failing_once_the_run_was_told_to_stop_is_the_stop_not_a_failure(tmp_path: Path) -> None:
     from airflowless.train.recorder import Recorder
 
     class StopAfterThree(Recorder):  # what Tune's recorder does when a scheduler says STOP
@@ -468,8 +486,8 @@ def test_a_rank_failing_once_the_run_was_told_to_stop_is_the_stop_not_a_failure(
         def should_stop(self) -> bool:
             return self.step >= 3
 
-    trainer = DataParallelTrainer(_peer_fails_after_the_stop, scaling_config=ScalingConfig(num_workers=2),
-                                  run_config=RunConfig(verbose=0))
+    trainer = DataParallelTrainer(_peer_fails_after_the_stop, train_loop_config={"folder": str(tmp_path)},
+                                  scaling_config=ScalingConfig(num_workers=2), run_config=RunConfig(verbose=0))
     result = trainer._fit(StopAfterThree())
     assert result.error is None
     assert 3 <= len(result.metrics_history) < 8

@@ -15,13 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflowless.store import open_store
+from tests.support.eventually import eventually
 
 NAME = "restore-me"
 N_TRIALS, ITERATIONS, CHECKPOINT_EVERY = 8, 20, 5
@@ -106,19 +106,18 @@ def test_restore_after_the_driver_is_killed(tmp_path: Path, home: Path) -> None:
     first = subprocess.Popen([sys.executable, str(driver), "start", str(marks)], env=env, cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while True:  # some trials finished, some are part-way with a checkpoint
+        def some_done_some_part_way() -> bool:  # some trials finished, some are part-way with a checkpoint
             assert first.poll() is None, "the driver ended before it was killed:\n" + first.stdout.read().decode()
-            assert time.monotonic() < deadline, f"the experiment did not progress: {snapshot(db)}"
             try:
                 now = snapshot(db)
             except Exception:  # the driver is creating or writing the database
-                now = {}
+                return False
             done = [n for n, t in now.items() if t["status"] == "terminated"]
             part_way = [n for n, t in now.items() if t["status"] == "running" and t["checkpoints"]]
-            if len(done) >= 2 and part_way:
-                break
-            time.sleep(0.05)
+            return len(done) >= 2 and bool(part_way)
+
+        eventually(some_done_some_part_way, timeout=120, interval=0.05,
+                   message=lambda: f"the experiment did not progress: {snapshot(db)}")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the driver, its scheduler and its workers
         first.wait(timeout=30)

@@ -107,6 +107,17 @@ class Execution:
             with contextlib.suppress(TimeoutError):
                 wait(list(inflight), timeout=1.0, return_when="FIRST_COMPLETED")
 
+    def cancel(self, futures: Any) -> None:
+        """Cancel the futures this execution submitted; others (materialized blocks) are left alone.
+
+        Cancelling a key cancels it for every holder in this process, so a
+        block of a materialized Dataset handed out by a stopped consumer must
+        not be cancelled: the Dataset still needs it.
+        """
+        for future in futures:
+            if str(future.key) in self.owners:
+                future.cancel()
+
     def gather(self, futures: list[Any]) -> list[Any]:
         return self.client.gather(futures) if futures else []
 
@@ -203,6 +214,5 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
                 progress.update(1)
             yield table
     finally:
-        for future in window:
-            future.cancel()
+        ex.cancel(window)
         source.close()  # type: ignore[attr-defined]

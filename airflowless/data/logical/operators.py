@@ -13,7 +13,7 @@ from typing import Any
 
 from ..transforms import BlockTransform
 
-__all__ = ["LogicalOp", "Read", "SplitSpec", "RowSlice", "FromBlocks", "MapBlocks", "Fused", "Limit", "Repartition",
+__all__ = ["LogicalOp", "Read", "SplitSpec", "RowSlice", "Shared", "FromBlocks", "MapBlocks", "Fused", "Limit", "Repartition",
            "RandomShuffle", "Sort", "Aggregate", "MapGroups", "Union", "Zip", "Join", "walk"]
 
 
@@ -126,6 +126,22 @@ class SplitSpec:
 
 
 @dataclass(frozen=True, eq=False)
+class Shared(LogicalOp):
+    """Its input, run once for every plan that holds this node (the parts of one split).
+
+    ``token`` names the kept result (see :mod:`..execution.shared`); the
+    parts of a split therefore cut the same rows, whatever the input draws at random.
+    """
+
+    input: LogicalOp
+    token: str
+
+    @property
+    def label(self) -> str:
+        return f"Shared[{self.token[:8]}]"
+
+
+@dataclass(frozen=True, eq=False)
 class RowSlice(LogicalOp):
     """Part ``part`` of the input cut by ``spec`` (a barrier: it needs the row count)."""
 
@@ -150,9 +166,12 @@ class Limit(LogicalOp):
 
 @dataclass(frozen=True, eq=False)
 class Repartition(LogicalOp):
+    """``num_blocks`` blocks of near-equal rows in order, or at random (``shuffle``, with ``seed``)."""
+
     input: LogicalOp
     num_blocks: int
     shuffle: bool = False
+    seed: int | None = None
 
     @property
     def label(self) -> str:
@@ -161,6 +180,8 @@ class Repartition(LogicalOp):
 
 @dataclass(frozen=True, eq=False)
 class RandomShuffle(LogicalOp):
+    """Rows in a random order fixed by ``seed`` (``Dataset.random_shuffle`` draws one when none is given)."""
+
     input: LogicalOp
     seed: int | None = None
     num_blocks: int | None = None

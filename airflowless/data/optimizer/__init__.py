@@ -43,7 +43,14 @@ def apply_rule(op: LogicalOp, rule: Rule) -> LogicalOp:
 
 
 def optimize(op: LogicalOp) -> LogicalOp:
-    """The plan after the :data:`RULES` reach a fixed point, then the :data:`FINAL_RULES`."""
+    """The plan after the :data:`RULES` reach a fixed point, then the :data:`FINAL_RULES`.
+
+    With ``DataContext.optimizer_enabled`` False, the plan unchanged.
+    """
+    from ..context import DataContext
+
+    if not DataContext.get_current().optimizer_enabled:
+        return op
     for _ in range(10):
         before = op
         for _name, rule in RULES:

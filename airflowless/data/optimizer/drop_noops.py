@@ -7,6 +7,8 @@ repartition keeps only the outer one; a random shuffle under a sort is wasted.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..logical.operators import LogicalOp, MapBlocks, RandomShuffle, Repartition, Sort
 from ..transforms import ProjectFn
 
@@ -18,7 +20,7 @@ def rule(op: LogicalOp) -> LogicalOp | None:
                 and set(op.transform.columns) <= set(child.transform.columns)):
             return MapBlocks(child.input, op.transform, op.concurrency)
     if isinstance(op, Repartition) and isinstance(op.input, Repartition) and not op.input.shuffle:
-        return Repartition(op.input.input, op.num_blocks, op.shuffle)
+        return dataclasses.replace(op, input=op.input.input)
     if isinstance(op, Sort) and isinstance(op.input, RandomShuffle):
         return Sort(op.input.input, op.keys, op.descending)
     return None

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ..block import concat
+from ..nulls import missing_as_null
 from . import tasks
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ def _gather(ex: Execution, op: PhysicalOp, blocks: list[Any], plan: list[list[tu
     outputs = []
     for pieces in plan:
         args: list[Any] = []
-        for block, start, stop in pieces:
+        for block, start, stop in pieces or [(0, 0, 0)]:  # an empty output keeps the columns
             args += [blocks[block], start, stop]
         outputs.append(ex.submit(op, tasks.gather_slices, *args))
     return outputs
@@ -66,9 +68,10 @@ def row_slice(ex: Execution, op: PhysicalOp, blocks: list[Any], *, spec: Any, pa
     return outputs
 
 
-def repartition(ex: Execution, op: PhysicalOp, blocks: list[Any], *, num_blocks: int, shuffle: bool) -> list[Any]:
+def repartition(ex: Execution, op: PhysicalOp, blocks: list[Any], *, num_blocks: int, shuffle: bool,
+                seed: int | None = None) -> list[Any]:
     if shuffle:
-        return random_shuffle(ex, op, blocks, seed=None, num_blocks=num_blocks)
+        return random_shuffle(ex, op, blocks, seed=seed, num_blocks=num_blocks)
     counts = [rows for rows, _ in ex.metas(blocks)]
     sizes = _split_evenly(sum(counts), num_blocks)
     return _gather(ex, op, blocks, slice_plan(counts, sizes))
@@ -90,7 +93,7 @@ def sort(ex: Execution, op: PhysicalOp, blocks: list[Any], *, keys: tuple[str, .
         return []
     n = len(blocks)
     samples = ex.gather([ex.submit(op, tasks.sample_keys, b, keys, 64, i) for i, b in enumerate(blocks)])
-    first = pa.concat_tables(samples).column(keys[0]).drop_null().sort()
+    first = missing_as_null(concat(samples).column(keys[0])).drop_null().sort()  # missing keys: last range
     if n == 1 or len(first) == 0:
         return [ex.submit(op, tasks.concat_sorted, keys, descending, *blocks)]
     step = len(first) / n
@@ -103,8 +106,8 @@ def sort(ex: Execution, op: PhysicalOp, blocks: list[Any], *, keys: tuple[str, .
 def aggregate(ex: Execution, op: PhysicalOp, blocks: list[Any], *, keys: tuple[str, ...],
               aggs: tuple[Any, ...]) -> list[Any]:
     partials = [ex.submit(op, tasks.partial, b, keys, aggs) for b in blocks]
-    if not partials:
-        return []
+    if not partials and keys:
+        return []  # no rows, no groups; without keys there is still one row (count 0, sum 0)
     return [ex.submit(op, tasks.combine, keys, aggs, *partials)]
 
 

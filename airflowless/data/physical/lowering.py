@@ -12,7 +12,7 @@ from typing import Any
 
 from ..logical import operators as lo
 from . import exchanges
-from .operators import BarrierOp, BlocksOp, LimitOp, MapOp, PhysicalOp, ReadOp, UnionOp
+from .operators import BarrierOp, BlocksOp, LimitOp, MapOp, PhysicalOp, ReadOp, SharedOp, UnionOp
 
 __all__ = ["LOWERING", "lower"]
 
@@ -50,7 +50,8 @@ LOWERING: dict[type, Callable[..., PhysicalOp]] = {
     lo.MapBlocks: _map,
     lo.Limit: lambda op, inputs: LimitOp(inputs[0], op.n, name=op.label),
     lo.Union: lambda op, inputs: UnionOp(tuple(inputs)),
-    lo.Repartition: _barrier(exchanges.repartition, num_blocks=lambda o: o.num_blocks, shuffle=lambda o: o.shuffle),
+    lo.Repartition: _barrier(exchanges.repartition, num_blocks=lambda o: o.num_blocks, shuffle=lambda o: o.shuffle,
+                             seed=lambda o: o.seed),
     lo.RandomShuffle: _barrier(exchanges.random_shuffle, seed=lambda o: o.seed, num_blocks=lambda o: o.num_blocks),
     lo.Sort: _barrier(exchanges.sort, keys=lambda o: o.keys, descending=lambda o: o.descending),
     lo.Aggregate: _barrier(exchanges.aggregate, keys=lambda o: o.keys, aggs=lambda o: o.aggs),
@@ -60,6 +61,7 @@ LOWERING: dict[type, Callable[..., PhysicalOp]] = {
                       how=lambda o: o.how, num_blocks=lambda o: o.num_blocks),
     lo.Zip: _barrier(exchanges.zip_),
     lo.RowSlice: _barrier(exchanges.row_slice, spec=lambda o: o.spec, part=lambda o: o.part),
+    lo.Shared: lambda op, inputs: SharedOp(inputs[0], op.token, op.label),
 }
 
 

@@ -4,7 +4,8 @@ The streaming protocol: :meth:`PhysicalOp.stream` is a generator that yields
 Dask futures of blocks, in order, submitting a task only when its consumer
 pulls. A consumer that pulls slowly therefore holds back every operator
 under it (backpressure), and one that stops pulling closes the generators,
-which cancel what they submitted and did not hand out.
+which cancel what they submitted and did not hand out (never blocks of a
+materialized Dataset, which other consumers still need).
 
     >>> for future in op.stream(execution):        # doctest: +SKIP
     ...     table = future.result()
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
     from ..execution.executor import Execution
 
-__all__ = ["PhysicalOp", "ReadOp", "MapOp", "BlocksOp", "LimitOp", "BarrierOp", "UnionOp", "render"]
+__all__ = ["PhysicalOp", "ReadOp", "MapOp", "BlocksOp", "SharedOp", "LimitOp", "BarrierOp", "UnionOp", "render"]
 
 
 class PhysicalOp:
@@ -109,6 +110,24 @@ class BlocksOp(PhysicalOp):
 
 
 @dataclass(eq=False)
+class SharedOp(PhysicalOp):
+    """Its input's blocks, computed at the first run and kept for later runs (see :mod:`..execution.shared`)."""
+
+    input: PhysicalOp
+    token: str
+    name: str = "Shared"
+
+    @property
+    def children(self) -> tuple[PhysicalOp, ...]:
+        return (self.input,)
+
+    def stream(self, ex: Execution) -> Generator[Future, None, None]:
+        from ..execution.shared import run_shared
+
+        yield from run_shared(self.token, ex, lambda: list(self.input.stream(ex)))
+
+
+@dataclass(eq=False)
 class LimitOp(PhysicalOp):
     """The first ``n`` rows; stops pulling its input once it has them."""
 
@@ -145,8 +164,7 @@ class LimitOp(PhysicalOp):
                     yield ex.submit(self, tasks.slice_block, block, 0, remaining)
                     remaining = 0
         finally:
-            for future in ahead:
-                future.cancel()
+            ex.cancel(ahead)
             source.close()
 
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from ..aggregate import AggregateFn, combine_partials, partial_aggregate
 from ..block import concat, from_batch, to_batch
+from ..nulls import is_missing, key_changes, missing_as_null, sort_indices
 from ..transforms import ColumnNotFoundError, UserCodeError, run_chain
 
 # -- reading and mapping --------------------------------------------------------
@@ -88,7 +89,12 @@ def split_hash(table: pa.Table, keys: Sequence[str], n: int) -> list[pa.Table]:
         return [table] * n
     import pandas as pd
 
-    frame = table.select(list(keys)).to_pandas()
+    keyed = table.select(list(keys))
+    for name in keys:  # equal numbers hash alike whether a block holds them as int or float
+        if pa.types.is_integer(keyed.column(name).type) or pa.types.is_floating(keyed.column(name).type):
+            keyed = keyed.set_column(keyed.schema.get_field_index(name), name,
+                                     missing_as_null(keyed.column(name).cast(pa.float64())))
+    frame = keyed.to_pandas()
     hashed = pd.util.hash_pandas_object(frame, index=False).to_numpy() % n
     return [table.filter(pa.array(hashed == i)) for i in range(n)]
 
@@ -102,21 +108,27 @@ def sample_keys(table: pa.Table, keys: Sequence[str], size: int, seed: int) -> p
 
 
 def split_range(table: pa.Table, keys: Sequence[str], bounds: pa.Table, descending: bool) -> list[pa.Table]:
-    """Rows split by the sorted ``bounds`` (on the first key) into len(bounds)+1 ranges."""
+    """Rows split by the sorted ``bounds`` (on the first key) into len(bounds)+1 ranges.
+
+    Ranges are in output order (largest first when ``descending``); rows with a
+    missing key go to the last range in both directions.
+    """
     _check_keys(table, keys, "sort")
-    key = table.column(keys[0]).to_numpy(zero_copy_only=False)
     edges = bounds.column(0).to_numpy(zero_copy_only=False)
+    key = table.column(keys[0])
+    present = ~is_missing(key).to_numpy(zero_copy_only=False)
+    part = np.full(table.num_rows, len(edges))
+    values = key.filter(pa.array(present)).to_numpy(zero_copy_only=False)
     if descending:
-        part = len(edges) - np.searchsorted(edges, key, side="left")
+        part[present] = len(edges) - np.searchsorted(edges, values, side="left")
     else:
-        part = np.searchsorted(edges, key, side="right")
+        part[present] = np.searchsorted(edges, values, side="right")
     return [table.filter(pa.array(part == i)) for i in range(len(edges) + 1)]
 
 
 def concat_sorted(keys: Sequence[str], descending: bool, *parts: pa.Table) -> pa.Table:
     table = concat(list(parts))
-    order = "descending" if descending else "ascending"
-    return table.sort_by([(k, order) for k in keys]) if table.num_rows else table
+    return table.take(sort_indices(table, keys, descending)) if table.num_rows else table
 
 
 # -- aggregations ---------------------------------------------------------------
@@ -134,10 +146,8 @@ def apply_groups(keys: Sequence[str], fn: Any, batch_format: str, *parts: pa.Tab
     table = concat(list(parts))
     if table.num_rows == 0:
         return table
-    table = table.sort_by([(k, "ascending") for k in keys])
-    frame_keys = table.select(list(keys)).to_pandas()
-    change = (frame_keys != frame_keys.shift()).any(axis=1).to_numpy()
-    starts = list(np.flatnonzero(change)) + [table.num_rows]
+    table = table.take(sort_indices(table, keys, descending=False))
+    starts = list(np.flatnonzero(key_changes(table, keys))) + [table.num_rows]
     outputs = []
     name = f"map_groups({getattr(fn, '__name__', 'fn')})"
     for a, b in zip(starts[:-1], starts[1:], strict=True):

@@ -23,8 +23,9 @@ __all__ = ["Concatenator"]
 class Concatenator(Preprocessor):
     """Replace ``columns`` by ``output_column_name``: per row a 1-D numpy array of their values, in order.
 
-    In a Dataset the column becomes an Arrow ``list<dtype>`` (numpy batches
-    see an object array of vectors). ``dtype`` (e.g. "float32") sets the
+    In a Dataset the column becomes a tensor column (an Arrow fixed-size
+    list): numpy batches see one ``(rows, len(columns))`` array and
+    ``iter_torch_batches`` a 2-D tensor. ``dtype`` (e.g. "float32") sets the
     vectors' type; None gives numpy's common type of numeric columns (float64
     when a value is missing: missing values, also nullable ``Int64`` ones, become
     NaN) or object for other columns. Needs no fit.

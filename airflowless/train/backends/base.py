@@ -16,7 +16,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Backend", "free_port", "worker_host"]
+__all__ = ["Backend", "free_port", "interface_of", "listen_on", "worker_host"]
 
 
 class Backend:
@@ -42,3 +42,18 @@ def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def listen_on(host: str) -> socket.socket:
+    """A TCP socket listening on ``host`` (only), on a port the system picks."""
+    return socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+
+
+def interface_of(host: str) -> str | None:
+    """The name of this machine's network interface holding the address ``host``, or None."""
+    import psutil
+
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.address.split("%")[0] == host for a in addresses):
+            return name
+    return None

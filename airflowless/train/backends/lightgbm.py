@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Backend, free_port, worker_host
+from .chatter import route_lightgbm_logs
 
 __all__ = ["LightGBMBackend"]
 
@@ -18,6 +19,7 @@ class LightGBMBackend(Backend):
 
     @contextlib.contextmanager
     def rank_context(self, spec: Any, rendezvous: Any) -> Iterator[dict[str, Any]]:
+        route_lightgbm_logs()
         host = worker_host()
         port = free_port(host)
         machines = rendezvous.all_gather(spec.rank, spec.world_size, f"{host}:{port}")

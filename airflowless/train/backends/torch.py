@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Backend, free_port, worker_host
+from .base import Backend, interface_of, listen_on, worker_host
 
 __all__ = ["TorchBackend", "torch_device"]
 
@@ -38,20 +38,30 @@ class TorchBackend(Backend):
         import torch._dynamo  # noqa: F401
         import torch.distributed as dist
 
+        host = worker_host()
+        timeout = datetime.timedelta(seconds=self.timeout_s)
         if spec.rank == 0:
-            host = worker_host()
-            rendezvous.publish("master", (host, free_port(host)))
-        host, port = rendezvous.receive("master")
+            # the rendezvous store listens on the worker's own address only: torch's TCPStore
+            # binds every interface unless it is handed a socket already listening
+            listener = listen_on(host)
+            port = listener.getsockname()[1]
+            store = dist.TCPStore(host, port, spec.world_size, True, timeout, wait_for_workers=False,
+                                  master_listen_fd=listener.detach())  # the store owns (and closes) it
+            rendezvous.publish("master", (host, port))
+            master = (host, port)
+        else:
+            master = tuple(rendezvous.receive("master"))
+            store = dist.TCPStore(master[0], master[1], spec.world_size, False, timeout)
         if spec.use_gpu and torch.cuda.is_available():
             torch.cuda.set_device(0)
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo" if host.startswith("127.") else os.environ.get(
-            "GLOO_SOCKET_IFNAME", ""))
-        if not os.environ["GLOO_SOCKET_IFNAME"]:
-            os.environ.pop("GLOO_SOCKET_IFNAME")
-        dist.init_process_group(self.process_group_backend(spec.use_gpu), init_method=f"tcp://{host}:{port}",
-                                rank=spec.rank, world_size=spec.world_size,
-                                timeout=datetime.timedelta(seconds=self.timeout_s))
+        # gloo's listeners bind the address of the interface it is given (else the host name's address)
+        interface = interface_of(host)
+        if interface is not None:
+            os.environ["GLOO_SOCKET_IFNAME"] = interface
+        dist.init_process_group(self.process_group_backend(spec.use_gpu), store=store, rank=spec.rank,
+                                world_size=spec.world_size, timeout=timeout)
+        del store  # the process group holds it; destroying the group closes it
         try:
-            yield {"master": (host, port), "device": torch_device(spec.use_gpu)}
+            yield {"master": master, "device": torch_device(spec.use_gpu)}
         finally:
             dist.destroy_process_group()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Backend, worker_host
+from .chatter import route_xgboost_logs
 
 __all__ = ["XGBoostBackend"]
 
@@ -21,6 +22,7 @@ class XGBoostBackend(Backend):
         from xgboost import collective
         from xgboost.tracker import RabitTracker
 
+        route_xgboost_logs()
         tracker = None
         if spec.rank == 0:
             tracker = RabitTracker(n_workers=spec.world_size, host_ip=worker_host(), port=0,

@@ -1,0 +1,74 @@
+"""One embedded-cluster worker process: ``python -m airflowless.runtime.worker_main SPEC``.
+
+Started by :class:`airflowless.runtime.worker_process.WorkerProcess`, never by
+``multiprocessing``: this module is the process's ``__main__``, so the user's
+script is never imported here (a script without an ``if __name__ ==
+"__main__":`` guard works, and its top-level imports cost the worker nothing).
+Functions defined in the script still arrive by value (cloudpickle pickles
+``__main__`` functions by value).
+
+SPEC is a JSON object: ``scheduler`` (address), ``worker`` (keyword arguments
+of ``distributed.Worker``), ``sys_path`` (the driver's), ``ready_fd`` (a pipe
+the worker's address is written to once it is registered) and ``silence_logs``
+(a logging level for ``distributed``).
+
+The driver holds the write end of this process's stdin. When it closes —
+whatever ends the driver, SIGKILL included — the process kills its own
+process group (it leads a session: itself and whatever its tasks started).
+SIGTERM or SIGINT close the worker gracefully.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+
+def _exit_with_driver() -> None:
+    """Kill this process (and its group, when it leads one) once stdin reaches end of file."""
+
+    def watch() -> None:
+        try:
+            while os.read(0, 65536):
+                pass
+        except OSError:
+            pass
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="airflowless-driver-watch", daemon=True).start()
+
+
+def main(argv: list[str]) -> None:
+    """Run one worker as SPEC (``argv[1]``) says, until the scheduler or a signal closes it."""
+    _exit_with_driver()  # first, before the slow imports: a driver dying now still ends us
+    import asyncio
+    import json
+
+    spec = json.loads(argv[1])
+    sys.path[:] = spec["sys_path"]
+
+    from distributed import Worker
+    from distributed._signals import wait_for_signals
+    from distributed.utils import silence_logging_cmgr
+
+    async def run() -> None:
+        worker = await Worker(spec["scheduler"], **spec["worker"])
+        with os.fdopen(spec["ready_fd"], "w") as ready:
+            ready.write(f"{worker.address}\n")
+        signals = asyncio.ensure_future(wait_for_signals())
+        finished = asyncio.ensure_future(worker.finished())
+        await asyncio.wait([signals, finished], return_when=asyncio.FIRST_COMPLETED)
+        if not finished.done():
+            await worker.close(reason="airflowless: the driver stopped this worker")
+        signals.cancel()
+
+    with silence_logging_cmgr(spec["silence_logs"]):
+        asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,59 @@
+"""The embedded cluster's worker processes: started again when they die, as a nanny would."""
+
+from __future__ import annotations
+
+import os
+
+KILL_AND_WATCH = """
+import os, signal, sys
+import airflowless
+sys.path.insert(0, sys.argv[1])
+from tests.support.eventually import eventually
+
+client = airflowless.init(n_workers=2, dashboard_address=":0", quiet=True)
+names = lambda: sorted(w["name"] for w in client.scheduler_info(n_workers=-1)["workers"].values())
+before, names_before = client.run(os.getpid), names()
+victim = sorted(before.values())[0]
+os.kill(victim, signal.SIGKILL)
+
+def replaced():
+    try:
+        now = client.run(os.getpid)
+    except Exception:  # the dead worker is still listed for a moment
+        return None
+    return now if len(now) == len(before) and victim not in now.values() else None
+
+eventually(replaced, message="a new worker process in place of the killed one")
+assert names() == names_before, (names(), names_before)
+assert all(client.run(lambda dask_worker: "airflowless" in dask_worker.plugins).values())
+assert client.submit(sum, [1, 2], pure=False).result() == 3
+print("REPLACED", victim)
+airflowless.shutdown()
+"""
+
+
+def test_a_killed_worker_process_is_started_again_under_its_name(tmp_path, home) -> None:  # noqa: ANN001
+    """On a cluster of its own (a driver subprocess): the shared cluster loses no worker."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", KILL_AND_WATCH, root], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=180, env={**os.environ, "AIRFLOWLESS_HOME": str(home)})
+    assert done.returncode == 0 and "REPLACED" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_worker_that_cannot_start_is_one_cluster_error_and_leaves_nothing(tmp_path, home) -> None:  # noqa: ANN001
+    import subprocess
+    import sys
+
+    code = ("import psutil, airflowless\n"
+            "try:\n    airflowless.init(n_workers=1, memory_limit='lots', quiet=True)\n"
+            "except airflowless.errors.ClusterError as e:\n    print('CLUSTER-ERROR', e)\n"
+            "print('CHILDREN', len(psutil.Process().children(recursive=True)))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "AIRFLOWLESS_HOME": str(home)})
+    assert "CLUSTER-ERROR expected worker 'cpu-0'" in done.stdout, done.stdout + done.stderr
+    assert "but it exited with code 1" in done.stdout
+    assert "CHILDREN 0" in done.stdout

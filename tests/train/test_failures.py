@@ -1,0 +1,176 @@
+"""How fit() fails: driver errors stop the ranks, record errors do not stop training, bad data fails early.
+
+On the real 2-worker cluster of the test session.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from airflowless import data, train, tune
+from airflowless.errors import TrainingDataError
+from airflowless.train import DataParallelTrainer, RunConfig, ScalingConfig
+from airflowless.train.xgboost import XGBoostTrainer
+from tests.support.eventually import eventually
+
+pytestmark = pytest.mark.usefixtures("cluster_client", "home")
+
+XGB_PARAMS = {"objective": "binary:logistic", "eval_metric": ["logloss"], "max_depth": 3}
+
+
+def _rank_tasks(client: Any) -> list[str]:
+    def read(dask_scheduler: Any) -> list[str]:
+        return [str(key) for key in dask_scheduler.tasks if "-rank" in str(key)]
+
+    return client.run_on_scheduler(read)  # type: ignore[no-any-return]
+
+
+def _used_resources(client: Any) -> dict[str, dict[str, float]]:
+    def read(dask_scheduler: Any) -> dict[str, dict[str, float]]:
+        return {addr: {k: v for k, v in ws.used_resources.items() if v} for addr, ws in dask_scheduler.workers.items()}
+
+    return client.run_on_scheduler(read)  # type: ignore[no-any-return]
+
+
+def _long_loop(config: dict[str, Any]) -> None:
+    """Reports for minutes unless stopped; leaves a file when its rank ends."""
+    rank = train.get_context().world_rank
+    try:
+        for step in range(4_000):
+            train.report({"step": step})
+            time.sleep(0.05)
+    finally:
+        Path(config["out"], f"ended-{rank}").write_text("ended")
+
+
+class _FailingCallback:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def on_report(self, metrics: dict[str, Any], checkpoint: Any) -> None:
+        if metrics["step"] == 2:
+            raise self.error
+
+
+def _short_loop() -> None:
+    train.report({"ok": 1})
+
+
+@pytest.mark.parametrize("error", [RuntimeError("callback broke"), KeyboardInterrupt()],
+                         ids=["RuntimeError", "KeyboardInterrupt"])
+def test_an_error_in_the_driver_stops_the_ranks_and_frees_their_resources(
+        error: BaseException, cluster_client: Any, tmp_path: Path) -> None:
+    from airflowless.store import open_store
+
+    out = tmp_path / "ranks"
+    out.mkdir()
+    trainer = DataParallelTrainer(
+        _long_loop, train_loop_config={"out": str(out)}, scaling_config=ScalingConfig(num_workers=2),
+        run_config=RunConfig(name=f"driver-error-{type(error).__name__}", callbacks=[_FailingCallback(error)],
+                             verbose=0))
+    with pytest.raises(type(error)) as raised:
+        trainer.fit()
+    assert raised.value is error
+
+    # both ranks' loops ended (they run for minutes otherwise), the scheduler holds no rank task
+    # and no declared resource, and a new fit of two ranks gets both workers
+    eventually(lambda: sorted(p.name for p in out.iterdir()) == ["ended-0", "ended-1"], timeout=30)
+    eventually(lambda: _rank_tasks(cluster_client) == [], timeout=30)
+    eventually(lambda: all(not used for used in _used_resources(cluster_client).values()), timeout=30)
+    again = DataParallelTrainer(_short_loop, scaling_config=ScalingConfig(num_workers=2),
+                                run_config=RunConfig(verbose=0)).fit()
+    assert again.error is None and again.metrics == {"ok": 1}
+
+    store = open_store()  # the record does not say "running" for a fit that left
+    try:
+        experiment = store.find_experiment(f"driver-error-{type(error).__name__}")
+        assert experiment is not None and experiment["status"] == "errored"
+        assert type(error).__name__ in (experiment["error"] or "")
+    finally:
+        store.close()
+
+
+def _reporting_loop() -> None:
+    for step in range(6):
+        train.report({"step": step})
+        time.sleep(0.05)
+
+
+class _DropMetricsTable:
+    """Breaks the store under the running fit: the metrics table goes after the first report."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+
+    def on_report(self, metrics: dict[str, Any], checkpoint: Any) -> None:
+        if metrics["step"] == 0:
+            with sqlite3.connect(self.db) as conn:
+                conn.execute("DROP TABLE metrics")
+
+
+def test_a_record_write_that_fails_is_logged_and_training_goes_on(
+        home: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from airflowless.settings import get_settings
+    from airflowless.store import open_store
+
+    open_store().close()  # the store exists before the fit
+    db = Path(get_settings().db_url.removeprefix("sqlite:///"))
+    assert db.exists()
+    trainer = DataParallelTrainer(_reporting_loop, scaling_config=ScalingConfig(num_workers=2),
+                                  run_config=RunConfig(name="broken-store", callbacks=[_DropMetricsTable(db)],
+                                                       verbose=0))
+    with caplog.at_level(logging.DEBUG, logger="airflowless.train.recorder"):
+        result = trainer.fit()
+    assert result.error is None
+    assert [row["step"] for row in result.metrics_history] == list(range(6))  # every report reached the driver
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "airflowless.train.recorder"]
+    assert len(warnings) == 1 and "could not record report 2 in the store" in warnings[0].getMessage()
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) >= 4  # the later ones, quietly
+    with sqlite3.connect(db) as conn:  # the writes that do not need the metrics table went on
+        assert conn.execute("SELECT status FROM experiments WHERE name = 'broken-store'").fetchone() == (
+            "terminated",)
+
+
+# -- data that cannot be trained on ------------------------------------------------------
+def _frame(rows: int) -> pd.DataFrame:
+    return pd.DataFrame({"x": [float(i) for i in range(rows)], "label": [i % 2 for i in range(rows)]})
+
+
+@pytest.mark.parametrize(("datasets", "match"), [
+    ({"train": _frame(1)}, r"needs at least one row of dataset 'train' on each of the 2 rank\(s\) that use it; "
+                           r"got 1 row\(s\) in all, none for rank\(s\) \[1\]: give it more rows, or fewer ranks"),
+    ({"train": _frame(100), "valid": _frame(1)}, r"dataset 'valid' .* got 1 row\(s\) in all"),
+    ({"train": _frame(0)}, r"got dataset 'train' with no rows .*at least one row for each of its 2 rank\(s\)"),
+    ({"train": _frame(100).rename(columns={"label": "y"})}, r"label_column 'label' is not in dataset 'train'; "
+                                                            r"its columns are \['x', 'y'\]"),
+], ids=["one-train-row", "one-valid-row", "no-rows", "no-label"])
+def test_data_too_small_or_without_the_label_fails_before_ranks_start(
+        datasets: dict[str, pd.DataFrame], match: str, cluster_client: Any) -> None:
+    from distributed import get_task_stream
+
+    trainer = XGBoostTrainer(label_column="label", params=XGB_PARAMS, num_boost_round=2,
+                             scaling_config=ScalingConfig(num_workers=2), run_config=RunConfig(verbose=0),
+                             datasets={name: data.from_pandas(frame) for name, frame in datasets.items()})
+    with get_task_stream(cluster_client) as tasks, pytest.raises(TrainingDataError, match=match):
+        trainer.fit()
+    assert [t["key"] for t in tasks.data if "-rank" in str(t["key"])] == []  # no rank ever ran
+
+
+def test_the_tuner_error_names_the_first_trial_error() -> None:
+    trainer = XGBoostTrainer(label_column="label", params=XGB_PARAMS, num_boost_round=2,
+                             scaling_config=ScalingConfig(num_workers=2), run_config=RunConfig(verbose=0),
+                             datasets={"train": data.from_pandas(_frame(1))})
+    grid = tune.Tuner(trainer, param_space={"params": {"eta": tune.uniform(0.1, 0.3)}},
+                      tune_config=tune.TuneConfig(num_samples=2, metric="train-logloss", mode="min")).fit()
+    assert grid.num_errors == 2
+    with pytest.raises(ValueError, match=r"no trial reported 'train-logloss'; the trials reported \[\]; "
+                                         r"2 of 2 trial\(s\) failed, the first with: TrainingDataError: "
+                                         r"XGBoostTrainer needs at least one row of dataset 'train'"):
+        grid.get_best_result()
