@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -19,20 +18,6 @@ from airflowless.errors import NonFiniteValueError, ResumeError
 from airflowless.store import RunStatus, StageStatus, Store, open_store
 from airflowless.store import schema as tables
 from airflowless.store.liveness import HEARTBEAT_TIMEOUT_S, Driver
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("postgres_url")
-
-
-@pytest.fixture
-def db(backend_url: str) -> Iterator[Store]:
-    store = open_store(backend_url)
-    yield store
-    store.close()
 
 
 def _stages(store: Store, run_id: int) -> None:

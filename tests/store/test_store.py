@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -15,21 +14,6 @@ from airflowless.errors import AirflowlessError, StoreError
 from airflowless.store import RunStatus, StageStatus, Store, open_store
 from airflowless.store import schema as tables
 from airflowless.store.migrations import MIGRATIONS
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The URL of an empty store: an SQLite file in tmp, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("postgres_url")
-
-
-@pytest.fixture
-def db(backend_url: str) -> Iterator[Store]:
-    store = open_store(backend_url)
-    yield store
-    store.close()
 
 
 def _stage(node: str, *, cache_key: str = "k", upstream: list[str] | None = None, **fields: object) -> dict:
