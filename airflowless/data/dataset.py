@@ -45,6 +45,18 @@ class Dataset:
     def __init__(self, plan: lo.LogicalOp) -> None:
         self._plan = plan
 
+    @property
+    def plan(self) -> lo.LogicalOp:
+        """The logical plan (an immutable tree of operators), read-only.
+
+        The public seam for other packages (Train cuts the materialized
+        ``FromBlocks`` plans it shards); ``Dataset(plan)`` wraps one again.
+
+        >>> data.range(10).limit(3).plan.label   # doctest: +SKIP
+        'Limit[3]'
+        """
+        return self._plan
+
     # -- transforms ----------------------------------------------------------
     def _then(self, transform: Any, concurrency: int | None = None) -> Dataset:
         return Dataset(lo.MapBlocks(self._plan, transform, concurrency))

@@ -1,7 +1,7 @@
 """Starting or joining the Dask cluster airflowless runs on.
 
 >>> import airflowless
->>> client = airflowless.init()          # embedded LocalCluster, one worker per core
+>>> client = airflowless.init()          # embedded cluster, one worker process per core
 >>> client.submit(sum, [1, 2]).result()
 3
 >>> airflowless.shutdown()
@@ -60,8 +60,8 @@ def init(
     """Start an embedded cluster or connect to one; return its ``distributed.Client``.
 
     Idempotent: a second call returns the same client. ``address`` (or
-    ``AIRFLOWLESS_ADDRESS``) connects to a running scheduler; otherwise a
-    ``LocalCluster`` of worker processes is started on 127.0.0.1 — one per core,
+    ``AIRFLOWLESS_ADDRESS``) connects to a running scheduler; otherwise an
+    embedded cluster of worker processes is started on 127.0.0.1 — one per core,
     each declaring ``CPU`` resources, or one per GPU declaring ``GPU=1`` with
     ``CUDA_VISIBLE_DEVICES`` pinned. The airflowless worker plugin is installed
     either way, and the dashboard link is printed unless ``quiet``.

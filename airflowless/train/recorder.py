@@ -17,7 +17,15 @@ logger = logging.getLogger(__name__)
 
 
 class Recorder:
-    """Hooks with no effect; subclasses record or decide."""
+    """Hooks with no effect; subclasses record or decide.
+
+    With ``decides_reports`` true, ``on_report`` returns only once the decision on
+    that report is made, and rank 0 waits after each report for ``should_stop``'s
+    answer: the run stops at the very report that was judged (a Tune scheduler
+    that stops early). Otherwise ranks go on while the driver looks.
+    """
+
+    decides_reports: bool = False
 
     def start(self, name: str, config: dict[str, Any], storage_dir: str) -> None: ...
 

@@ -44,8 +44,8 @@ def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, 
 
 
 def _cut_evenly(plan: Any, name: str, shards: list[dict[str, Any]], bounds: list[int]) -> None:
-    from ..data.splits import _cut
+    from ..data.splits import cut_blocks
 
-    for rank, part in enumerate(_cut(plan, bounds)):
-        plan_part: Any = part._plan
+    for rank, part in enumerate(cut_blocks(plan, bounds)):
+        plan_part: Any = part.plan
         shards[rank][name] = (list(plan_part.blocks), sum(plan_part.rows))

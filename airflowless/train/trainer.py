@@ -93,14 +93,23 @@ class BaseTrainer:
         ``FailureConfig.max_failures`` allows (as Ray Train does); the run's
         Result, with what was reported and saved before, is its ``.result``.
         """
-        result = self._fit(StoreRecorder())
+        result = self.fit_with_recorder(StoreRecorder())
         if isinstance(result.error, TrainingFailedError):
             raise result.error
         return result
 
-    def _fit(self, recorder: Recorder, *, storage_dir: str | None = None, name: str | None = None,
-             start_step: int = 0) -> Result:
-        """Train; reports are numbered on from ``start_step`` (a Tune trial resumed from its checkpoint)."""
+    def fit_with_recorder(self, recorder: Recorder, *, storage_dir: str | None = None, name: str | None = None,
+                          start_step: int = 0) -> Result:
+        """Train, sending the run's start, reports and end to ``recorder``; return the :class:`Result`.
+
+        The public seam Tune uses for a Trainer trial; ``fit`` is this with a
+        :class:`StoreRecorder`, raising a ``TrainingFailedError`` instead of
+        returning it. Reports are numbered on from ``start_step`` (a trial
+        resumed from its checkpoint); ``recorder.should_stop()`` ends the run early.
+
+        >>> trainer.fit_with_recorder(StoreRecorder(), name="trial_0001")   # doctest: +SKIP
+        Result(...)
+        """
         from ..runtime import cluster_client
         from ..settings import get_settings
 
@@ -138,14 +147,14 @@ class BaseTrainer:
         from ..data import Dataset
         from ..data.splits import share_split_inputs
 
-        shared = share_split_inputs({n: ds._plan for n, ds in self.datasets.items()})
+        shared = share_split_inputs({n: ds.plan for n, ds in self.datasets.items()})
         datasets = {n: Dataset(plan) for n, plan in shared.items()}
         if self.preprocessor is not None and "train" in datasets:
-            if getattr(self.preprocessor, "_is_fittable", True):
+            if getattr(self.preprocessor, "is_fittable", True):
                 # a private copy: trials of a Tuner share the trainer they were made from
                 self.preprocessor = copy.deepcopy(self.preprocessor).fit(datasets["train"])
             datasets = {n: self.preprocessor.transform(ds) for n, ds in datasets.items()}
-        return {n: ds.materialize()._plan for n, ds in datasets.items()}
+        return {n: ds.materialize().plan for n, ds in datasets.items()}
 
     def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str]) -> list[dict[str, Any]]:
         from .sharding import assign_shards
@@ -153,11 +162,12 @@ class BaseTrainer:
         return assign_shards(client, datasets, workers, equal=self._backend.equal_shards)
 
     def _spec_maker(self, group: WorkerGroup, assigned: list[dict[str, Any]], restore: Checkpoint | None,
-                    start_step: int, storage_dir: str, name: str) -> Callable[[int, str], RankSpec]:
+                    start_step: int, storage_dir: str, name: str,
+                    decisions: str | None = None) -> Callable[[int, str], RankSpec]:
         def make_spec(rank: int, worker: str) -> RankSpec:
             return RankSpec(group.group, rank, group.num_workers, self._loop(), self._loop_config(),
                             self._backend, assigned[rank], restore, storage_dir,
-                            self.scaling_config.use_gpu, name, name, start_step)
+                            self.scaling_config.use_gpu, name, name, start_step, decisions)
 
         return make_spec
 
@@ -190,8 +200,11 @@ class BaseTrainer:
             if self.run_config.verbose:
                 live.update([[h["training_iteration"], *(h.get(c, "") for c in columns(metrics))]
                              for h in history[-10:]])
-            if recorder.should_stop():
+            stop = recorder.should_stop()
+            if stop:
                 group.request_stop()
+            if recorder.decides_reports:  # rank 0 waits for this answer before going on
+                group.answer(stop)
 
         from ..progress import LiveTable
 
@@ -212,7 +225,9 @@ class BaseTrainer:
                     assigned = self._shards(client, datasets, workers)
                     self._check_shards(assigned)
                     group.start(self._spec_maker(group, assigned, manager.latest or checkpoint, state["step"],
-                                                 storage_dir, name), prefer=workers)
+                                                 storage_dir, name,
+                                                 group.decisions if recorder.decides_reports else None),
+                                prefer=workers)
                     group.watch(partial(on_report, group=group))
                     break
                 except RankFailedError as exc:

@@ -11,7 +11,11 @@ process at a time, which is what the frameworks' process-wide collectives
 
 Ranks report through Dask events (topic ``airflowless-train-<group>``); the
 driver records them, asks ranks to stop through a ``distributed.Event``, and
-notices a lost worker by its absence from the scheduler.
+notices a lost worker by its absence from the scheduler. When the driver
+decides on each report (a Tune scheduler that stops early), rank 0 waits after
+each report for the answer, ``CONTINUE`` or ``STOP``, on the group's
+``distributed.Queue`` (:meth:`WorkerGroup.answer`): the run stops at the very
+report that was judged.
 """
 
 from __future__ import annotations
@@ -56,6 +60,30 @@ class RankSpec:
     experiment_name: str = ""
     trial_name: str = ""
     start_iteration: int = 0
+    decisions: str | None = None  # rank 0 waits for the driver's answer to each report on this queue
+
+
+DECISION_TIMEOUT = 300.0  # seconds rank 0 waits for the driver's answer to a report before going on
+
+
+def _stop_check(spec: RankSpec, stop: Any) -> Callable[[], bool]:
+    """What a rank asks after each report: the group's stop event, and for rank 0 the driver's answer."""
+    if spec.decisions is None or spec.rank != 0:
+        return stop.is_set  # type: ignore[no-any-return]
+    from distributed import Queue
+
+    decisions = Queue(spec.decisions)
+
+    def should_stop() -> bool:
+        waited = time.monotonic()
+        while time.monotonic() - waited < DECISION_TIMEOUT and not stop.is_set():
+            try:  # in short waits: a driver that left sets the stop event (WorkerGroup.shutdown)
+                return bool(decisions.get(timeout=0.5) == "STOP")
+            except TimeoutError:
+                continue
+        return bool(stop.is_set())
+
+    return should_stop
 
 
 def _emit(topic: str, message: dict[str, Any]) -> None:
@@ -79,7 +107,7 @@ def run_rank(spec: RankSpec) -> Any:
                            use_gpu=spec.use_gpu)
     shards = {name: DataShard(name, blocks, rows) for name, (blocks, rows) in spec.shards.items()}
     session = Session(context, lambda m: _emit(topic, {"event": "report", **m}), spec.storage_dir,
-                      spec.checkpoint, shards, stop.is_set, start_iteration=spec.start_iteration)
+                      spec.checkpoint, shards, _stop_check(spec, stop), start_iteration=spec.start_iteration)
     try:
         with spec.backend.rank_context(spec, Rendezvous(spec.group, spec.backend.timeout_s)) as info:
             session.backend_info = info  # type: ignore[attr-defined]
@@ -123,6 +151,7 @@ class WorkerGroup:
         self.futures: list[Future] = []
         self.workers: list[str] = []
         self._topic = f"airflowless-train-{self.group}"
+        self.decisions = f"{self.group}-decisions"  # the queue rank 0 reads answers on (RankSpec.decisions)
 
     # -- placement -----------------------------------------------------------------
     def _offers(self) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
@@ -233,6 +262,12 @@ class WorkerGroup:
                 raise RankFailedError(_rank_error(rank, future))
         reports.close()
         return GroupOutcome([f.result() for f in self.futures])
+
+    def answer(self, stop: bool) -> None:
+        """Answer rank 0's report (when its RankSpec has ``decisions``): go on, or stop there."""
+        from distributed import Queue
+
+        Queue(self.decisions, client=self.client).put("STOP" if stop else "CONTINUE")
 
     def request_stop(self) -> None:
         from distributed import Event

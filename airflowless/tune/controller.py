@@ -160,9 +160,15 @@ class TuneController:
             actions.append(Stop(trial))  # lets a run waiting in memory go, and records the end
         return actions
 
+    def accepts(self, trial_id: str) -> bool:
+        """Whether a report of the trial still counts: not once it ended or was told to stop
+        (a report its run sent after the stop is not the trial's result)."""
+        trial = self.trials[trial_id]
+        return not (trial.finished or trial.stopped_early)
+
     def on_result(self, trial_id: str, result: dict[str, Any]) -> list[Stop | Pause]:
         trial = self.trials[trial_id]
-        if trial.finished:
+        if not self.accepts(trial_id):
             return []
         trial.results.append(result)
         if result.get("checkpoint_uri"):

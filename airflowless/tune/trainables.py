@@ -3,6 +3,11 @@
 A Trainer trial's own driver logic holds no worker slot: only its ranks take
 resources (by their ScalingConfig), so trials queue for those. Function trials
 are Dask tasks (:mod:`.function_trial`).
+
+When the controller decides on each report (a scheduler that stops early, a
+stopper), the recorder waits until the adapter has handled the report, and rank
+0 waits for that answer: the trial stops at the very report that was judged,
+as a function trial does. Under FIFO nothing waits.
 """
 
 from __future__ import annotations
@@ -16,14 +21,22 @@ from ..train.recorder import Recorder
 
 __all__ = ["TrainerTrial"]
 
+DECISION_TIMEOUT = 300.0  # seconds a report waits for the adapter before going on
+
 
 class _TrialRecorder(Recorder):
-    def __init__(self, trial_id: str, events: queue.Queue[Any], stop: threading.Event) -> None:
+    def __init__(self, trial_id: str, events: queue.Queue[Any], stop: threading.Event, decides: bool) -> None:
         self.trial_id, self.events, self.stop = trial_id, events, stop
+        self.decides_reports = decides
 
     def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None:
-        self.events.put(("result", self.trial_id, {**metrics, "training_iteration": step,
-                                                    "checkpoint_uri": checkpoint_uri}))
+        result = {**metrics, "training_iteration": step, "checkpoint_uri": checkpoint_uri}
+        if not self.decides_reports:
+            self.events.put(("result", self.trial_id, result))
+            return
+        handled = threading.Event()  # set by the adapter once the controller decided (``stop`` set on STOP)
+        self.events.put(("result", self.trial_id, result, handled))
+        handled.wait(timeout=DECISION_TIMEOUT)
 
     def should_stop(self) -> bool:
         return self.stop.is_set()
@@ -33,20 +46,22 @@ class TrainerTrial(threading.Thread):
     """A Trainer trial: ``trainer.with_overrides(config)`` fitted in this thread."""
 
     def __init__(self, trainer: Any, config: dict[str, Any], trial_id: str, storage_dir: str,
-                 checkpoint: str | None, iteration: int, events: queue.Queue[Any]) -> None:
+                 checkpoint: str | None, iteration: int, events: queue.Queue[Any], decides: bool = False) -> None:
         super().__init__(name=f"airflowless-trial-{trial_id}", daemon=True)
         self.trainer, self.config, self.trial_id = trainer, config, trial_id
         self.storage_dir, self.checkpoint, self.events = storage_dir, checkpoint, events
         self.iteration = iteration  # the checkpoint's report: the run numbers its reports on from it
         self.stop_requested = threading.Event()
+        self.decides = decides  # the controller decides on each report: the run waits for it
 
     def run(self) -> None:
         try:
             trainer = self.trainer.with_overrides(self.config)
             if self.checkpoint:
                 trainer.resume_from_checkpoint = Checkpoint(self.checkpoint)
-            result = trainer._fit(_TrialRecorder(self.trial_id, self.events, self.stop_requested),
-                                  storage_dir=self.storage_dir, name=self.trial_id, start_step=self.iteration)
+            result = trainer.fit_with_recorder(
+                _TrialRecorder(self.trial_id, self.events, self.stop_requested, self.decides),
+                storage_dir=self.storage_dir, name=self.trial_id, start_step=self.iteration)
         except BaseException as exc:  # reported to the controller as the trial's error
             self.events.put(("error", self.trial_id, f"{type(exc).__name__}: {exc}"))
             return

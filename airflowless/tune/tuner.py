@@ -256,7 +256,7 @@ class _Loop:
         self.seen = {(tid, it) for tid, it in self.seen if tid != trial.trial_id or it <= start_iteration}
         if isinstance(self.tuner.trainable, BaseTrainer):
             thread = TrainerTrial(self.tuner.trainable, trial.config, trial.trial_id, storage_dir,
-                                  action.checkpoint, start_iteration, self.events)
+                                  action.checkpoint, start_iteration, self.events, decides=self.stop_events)
             self.threads[trial.trial_id] = thread
             thread.start()
             return
@@ -346,7 +346,11 @@ class _Loop:
             self._result(trial_id, {**message["metrics"], "training_iteration": message["step"],
                                     "checkpoint_uri": message.get("checkpoint")})
         elif kind == "result":
-            self._result(item[1], item[2])
+            try:
+                self._result(item[1], item[2])
+            finally:
+                if len(item) > 3:
+                    item[3].set()  # a Trainer trial waiting for the decision on this report goes on
         elif kind == "ended":
             trial_id, future = item[1], item[2]
             said = future.result() if future.status == "finished" else {"sent": -1}
@@ -372,6 +376,8 @@ class _Loop:
                 self._decide(trial_id, "CONTINUE")  # its task still waits for an answer
             return
         self.seen.add(key)
+        if not self.controller.accepts(trial_id):  # sent after its stop: not part of the trial
+            return
         stopped = False
         for action in self.controller.on_result(trial_id, result):
             if isinstance(action, Pause):

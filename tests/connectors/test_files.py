@@ -59,7 +59,7 @@ def test_columns_are_pushed_into_the_reader(fmt: str, tmp_path: Path) -> None:
 
     ds = FORMATS[fmt][0](str(tmp_path / "out"), columns=["name", "id"])
 
-    assert "columns=['name', 'id']" in optimize(ds._plan).label
+    assert "columns=['name', 'id']" in optimize(ds.plan).label
     back = ds.to_pandas()
     assert list(back.columns) == ["name", "id"]
     assert sorted(back["id"]) == list(range(30))

@@ -229,7 +229,7 @@ def test_split_parts_can_share_one_run_of_their_input() -> None:
 
     ds = blocks(frame(50), 3).map_batches(lambda b: b, batch_format="pandas")
     train, test = ds.train_test_split(test_size=0.2)
-    shared = share_split_inputs({"train": train.map_batches(lambda b: b)._plan, "test": test._plan})
+    shared = share_split_inputs({"train": train.map_batches(lambda b: b).plan, "test": test.plan})
     assert not any(isinstance(op, lo.RowSlice) for plan in shared.values() for op in lo.walk(plan))
     assert [r["i"] for r in data.Dataset(shared["train"]).take_all()] == list(range(40))
     assert [r["i"] for r in data.Dataset(shared["test"]).take_all()] == list(range(40, 50))

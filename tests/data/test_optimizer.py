@@ -37,37 +37,37 @@ def _double(batch):  # noqa: ANN001, ANN202
 
 def test_fuse_maps_makes_one_fused_node(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir).map_batches(_double).map_batches(_double).rename_columns({"a": "z"})
-    plan = apply_rule(ds._plan, fuse_maps.rule)
+    plan = apply_rule(ds.plan, fuse_maps.rule)
     assert isinstance(plan, lo.Fused) and isinstance(plan.input, lo.Read)
     assert [t.name for t in plan.transforms] == ["MapBatches(_double)", "MapBatches(_double)", "RenameColumns(a->z)"]
 
 
 def test_projection_is_pushed_into_the_reader(parquet_dir: str) -> None:
-    plan = apply_rule(data.read_parquet(parquet_dir).select_columns(["a", "b"])._plan, push_projection.rule)
+    plan = apply_rule(data.read_parquet(parquet_dir).select_columns(["a", "b"]).plan, push_projection.rule)
     assert isinstance(plan, lo.Read) and plan.columns == ("a", "b")
 
 
 def test_projection_moves_below_an_expression_filter_it_covers(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir).filter(expr=data.col("a") > 0).select_columns(["a"])
-    plan = optimize(ds._plan)
+    plan = optimize(ds.plan)
     assert isinstance(plan, lo.Read)
     assert plan.columns == ("a",) and str(plan.filter) == "(a > 0)"
 
 
 def test_function_filters_are_not_pushed(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir).filter(lambda row: row["a"] > 0)
-    assert apply_rule(ds._plan, push_filter.rule) is ds._plan
+    assert apply_rule(ds.plan, push_filter.rule) is ds.plan
 
 
 def test_filters_combine_in_the_reader(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir, filter=data.col("a") > 0).filter(expr=data.col("b") < 2)
-    plan = apply_rule(ds._plan, push_filter.rule)
+    plan = apply_rule(ds.plan, push_filter.rule)
     assert isinstance(plan, lo.Read) and expression_fields(plan.filter) == {"a", "b"}
 
 
 def test_limit_moves_below_row_preserving_maps_and_into_the_reader(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir).rename_columns({"a": "z"}).limit(5).limit(3)
-    plan = apply_rule(ds._plan, push_limit.rule)
+    plan = apply_rule(ds.plan, push_limit.rule)
     assert isinstance(plan, lo.MapBlocks)
     limit = plan.input
     assert isinstance(limit, lo.Limit) and limit.n == 3
@@ -76,27 +76,27 @@ def test_limit_moves_below_row_preserving_maps_and_into_the_reader(parquet_dir: 
 
 def test_limit_stays_above_maps_that_change_row_counts(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir).map_batches(_double).limit(2)
-    assert apply_rule(ds._plan, push_limit.rule) is ds._plan
+    assert apply_rule(ds.plan, push_limit.rule) is ds.plan
 
 
 def test_drop_noops(parquet_dir: str) -> None:
     base = data.read_parquet(parquet_dir)
-    plan = apply_rule(base.select_columns(["a", "b"]).select_columns(["a"])._plan, drop_noops.rule)
+    plan = apply_rule(base.select_columns(["a", "b"]).select_columns(["a"]).plan, drop_noops.rule)
     assert isinstance(plan, lo.MapBlocks) and plan.transform.columns == ("a",)
     assert isinstance(plan.input, lo.Read)
-    sorted_plan = apply_rule(base.random_shuffle(seed=1).sort("a")._plan, drop_noops.rule)
+    sorted_plan = apply_rule(base.random_shuffle(seed=1).sort("a").plan, drop_noops.rule)
     assert isinstance(sorted_plan, lo.Sort) and isinstance(sorted_plan.input, lo.Read)
-    again = apply_rule(base.repartition(4).repartition(2)._plan, drop_noops.rule)
+    again = apply_rule(base.repartition(4).repartition(2).plan, drop_noops.rule)
     assert isinstance(again, lo.Repartition) and again.num_blocks == 2 and isinstance(again.input, lo.Read)
 
 
 def test_lowering_fuses_the_read_with_the_chain(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir).map_batches(_double).filter(expr=data.col("a") > 0)
-    physical = lower(optimize(ds._plan))
+    physical = lower(optimize(ds.plan))
     assert isinstance(physical, ReadOp)
     assert physical.name == "ReadParquet+MapBatches(_double)+Filter((a > 0))"
     assert len(physical.read_tasks) == 3
-    shuffled = lower(optimize(ds.random_shuffle(seed=0).map_batches(_double).limit(1)._plan))
+    shuffled = lower(optimize(ds.random_shuffle(seed=0).map_batches(_double).limit(1).plan))
     assert isinstance(shuffled, LimitOp) and isinstance(shuffled.input, MapOp)
     assert isinstance(shuffled.input.input, BarrierOp)
 

@@ -372,3 +372,57 @@ def test_conformance(name: str) -> None:
     assert all(preprocessor.get_params()[k] is v for k, v in params.items())
     if not cls._is_fittable:
         assert CASES[name]().transform_batch(FRAME.head(3)) is not None  # needs no fit
+
+
+# -- stats_: the fitted statistics keyed as Ray Data's preprocessors key them ----------------
+
+
+def _expected_stats(name: str, p: Any) -> dict[str, Any]:
+    """What Ray would report, written out from our learned attributes (one per preprocessor)."""
+    index = {c: {v: i for i, v in enumerate(values)} for c, values in getattr(p, "categories_", {}).items()}
+    return {
+        "MinMaxScaler": lambda: {**{f"min({c})": p.data_min_[c] for c in NUMERIC},
+                                 **{f"max({c})": p.data_max_[c] for c in NUMERIC}},
+        "StandardScaler": lambda: {**{f"mean({c})": p.mean_[c] for c in NUMERIC},
+                                   **{f"std({c})": p.scale_[c] for c in NUMERIC}},
+        "MaxAbsScaler": lambda: {f"abs_max({c})": p.max_abs_[c] for c in NUMERIC},
+        "RobustScaler": lambda: {f"{stat}({c})": getattr(p, attribute)[c] for c in ["a", "b"] for attribute, stat
+                                 in [("low_quantile_", "low_quantile"), ("center_", "median"),
+                                     ("high_quantile_", "high_quantile")]},
+        "OrdinalEncoder": lambda: {f"unique_values({c})": index[c] for c in ["color", "size"]},
+        "OneHotEncoder": lambda: {f"unique_values({c})": index[c] for c in ["color", "size"]},
+        "LabelEncoder": lambda: {"unique_values(label)": {"maybe": 0, "no": 1, "yes": 2}},
+        "SimpleImputer": lambda: {"most_frequent(b)": p.statistics_["b"], "most_frequent(m)": p.statistics_["m"]},
+    }.get(name, dict)()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_stats_are_keyed_like_ray_and_derived_from_the_learned_attributes(name: str) -> None:
+    preprocessor = fitted(name)
+    stats = preprocessor.stats_
+    assert stats == _expected_stats(name, preprocessor)
+    assert bool(stats) == (preprocessor._is_fittable and name != "Chain")
+    assert "stats_" not in vars(preprocessor)  # derived on access, never a second copy of the state
+
+
+def test_stats_values_are_the_fitted_statistics() -> None:
+    assert fitted("MinMaxScaler").stats_["min(a)"] == FRAME["a"].min()
+    assert fitted("MinMaxScaler").stats_["max(b)"] == np.nanmax(FRAME["b"])
+    assert fitted("StandardScaler").stats_["std(const)"] == 1.0  # constant column: the scale used, as in scikit-learn
+    assert_allclose(fitted("StandardScaler").stats_["std(a)"], FRAME["a"].std(ddof=0), rtol=1e-12)
+    assert fitted("MaxAbsScaler").stats_["abs_max(i)"] == FRAME["i"].abs().max()
+    robust = fitted("RobustScaler").stats_
+    assert robust["median(b)"] == np.nanmedian(FRAME["b"])
+    assert_allclose([robust["low_quantile(b)"], robust["high_quantile(b)"]], np.nanpercentile(FRAME["b"], [10, 90]))
+    assert fitted("OrdinalEncoder").stats_["unique_values(color)"] == {"blue": 0, "green": 1, "red": 2}
+    mean = SimpleImputer(columns=["b"]).fit(make_ds())
+    assert_allclose(mean.stats_["mean(b)"], np.nanmean(FRAME["b"]), rtol=1e-12)
+    assert SimpleImputer(columns=["b"], strategy="constant", fill_value=0.0).fit(make_ds()).stats_ == {}
+
+
+@pytest.mark.parametrize("name", FITTABLE)
+def test_stats_before_fit_raise_not_fitted(name: str) -> None:
+    preprocessor = CASES[name]()
+    with pytest.raises(NotFittedError, match=r"not fitted yet: call .*fit\(dataset\)"):
+        preprocessor.stats_  # noqa: B018
+    assert not hasattr(preprocessor, "stats_")  # NotFittedError is an AttributeError too, as in scikit-learn

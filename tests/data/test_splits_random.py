@@ -120,7 +120,7 @@ def test_a_trainer_cuts_its_splits_from_the_rows_the_user_already_read() -> None
     ds = data.range(N, parallelism=4).map_batches(keep_at_random)
     train, valid = ds.train_test_split(test_size=0.3)
     seen = ids(valid)
-    plans = share_split_inputs({"train": train._plan, "valid": valid._plan})
+    plans = share_split_inputs({"train": train.plan, "valid": valid.plan})
     assert ids(data.Dataset(plans["valid"])) == seen
     assert not set(ids(data.Dataset(plans["train"]))) & set(seen)
 

@@ -488,6 +488,6 @@ def test_a_rank_failing_once_the_run_was_told_to_stop_is_the_stop_not_a_failure(
 
     trainer = DataParallelTrainer(_peer_fails_after_the_stop, train_loop_config={"folder": str(tmp_path)},
                                   scaling_config=ScalingConfig(num_workers=2), run_config=RunConfig(verbose=0))
-    result = trainer._fit(StopAfterThree())
+    result = trainer.fit_with_recorder(StopAfterThree())
     assert result.error is None
     assert 3 <= len(result.metrics_history) < 8

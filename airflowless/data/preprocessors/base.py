@@ -54,13 +54,16 @@ __all__ = ["Preprocessor", "NotFittedError", "PreprocessorLoadError"]
 P = TypeVar("P", bound="Preprocessor")
 
 
-class NotFittedError(AirflowlessError, ValueError):
-    """``transform``/``transform_batch`` on a preprocessor that has learned nothing yet."""
+class NotFittedError(AirflowlessError, ValueError, AttributeError):
+    """``transform``, ``transform_batch`` or ``stats_`` on a preprocessor that has learned nothing yet.
+
+    Also an ``AttributeError`` (as scikit-learn's), so ``hasattr(p, "stats_")`` is False before fit.
+    """
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
         super().__init__(f"This {owner} is not fitted yet: call {owner}.fit(dataset) (or fit_transform) "
-                         "before transform or transform_batch.")
+                         "before transform, transform_batch or stats_.")
 
     def __reduce__(self) -> tuple[type, tuple[str]]:
         return (type(self), (self.owner,))
@@ -75,6 +78,8 @@ class Preprocessor:
 
     _is_fittable: ClassVar[bool] = True
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
+    #: learned attribute -> the name Ray Data gives its statistic, e.g. ``{"data_min_": "min"}``
+    _stat_names: ClassVar[dict[str, str]] = {}
 
     # -- the public contract ------------------------------------------------------
     def fit(self: P, ds: Dataset) -> P:
@@ -96,6 +101,17 @@ class Preprocessor:
         """``fit(ds)`` then ``transform(ds)``."""
         return self.fit(ds).transform(ds)
 
+    @property
+    def is_fittable(self) -> bool:
+        """Whether ``fit`` learns state (False for a stateless transform, whose ``fit`` only validates).
+
+        The public seam Train reads to decide whether to fit a private copy.
+
+        >>> MinMaxScaler(columns=["x"]).is_fittable, Normalizer(columns=["x"]).is_fittable   # doctest: +SKIP
+        (True, False)
+        """
+        return self._is_fittable
+
     def transform_batch(self, df: pd.DataFrame) -> pd.DataFrame:
         """The same preprocessing on one pandas batch (serving); the input is not modified."""
         self._check_ready()
@@ -103,6 +119,22 @@ class Preprocessor:
             raise BatchTypeError(f"{type(self).__name__}.transform_batch takes a pandas DataFrame, "
                                  f"got {type(df).__name__}; wrap it with pandas.DataFrame(...)")
         return self._transform_pandas(df)
+
+    @property
+    def stats_(self) -> dict[str, Any]:
+        """The fitted statistics keyed as Ray Data's preprocessors key them: ``"<stat>(<column>)"``.
+
+        Derived from the learned attributes (the one source of truth), never stored;
+        a list of categories is given as Ray does, ``{category: index}``. Empty for
+        a stateless preprocessor; :class:`NotFittedError` before ``fit``.
+
+        >>> MinMaxScaler(columns=["x"]).fit(ds).stats_      # doctest: +SKIP
+        {'min(x)': 0.0, 'max(x)': 9.0}
+        """
+        self._check_ready()
+        return {f"{stat}({column})": _ray_value(value)
+                for attribute, stat in self._stats_sources().items()
+                for column, value in self._per_column(attribute).items()}
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -160,6 +192,14 @@ class Preprocessor:
         """The transform of one pandas batch; return a new frame, do not modify ``df``."""
         raise NotImplementedError
 
+    def _stats_sources(self) -> dict[str, str]:
+        """Learned attribute -> Ray's statistic name, for :attr:`stats_` (``_stat_names`` by default)."""
+        return self._stat_names
+
+    def _per_column(self, attribute: str) -> dict[str, Any]:
+        """The learned ``attribute`` as {column: value} (learned attributes are per-column dicts)."""
+        return dict(getattr(self, attribute))
+
     def _native_format(self) -> str:
         """The batch format ``transform`` maps with."""
         return "pandas"
@@ -198,6 +238,11 @@ class _BatchFn:
 
     def __call__(self, batch: Any) -> Any:
         return self.preprocessor._transform_native(batch)
+
+
+def _ray_value(value: Any) -> Any:
+    """A statistic as Ray reports it: a list of categories becomes ``{category: index}``."""
+    return {v: i for i, v in enumerate(value)} if isinstance(value, list) else value
 
 
 def _same(value: Any, default: Any) -> bool:

@@ -41,6 +41,7 @@ class _CategoricalEncoder(Preprocessor):
     """What the column encoders share: ``columns`` and the categories learned with a distributed unique."""
 
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {"columns": COLUMNS}
+    _stat_names: ClassVar[dict[str, str]] = {"categories_": "unique_values"}
 
     categories_: dict[str, list[Any]]
 
@@ -99,6 +100,7 @@ class LabelEncoder(Preprocessor):
     """
 
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {"label_column": COLUMN}
+    _stat_names: ClassVar[dict[str, str]] = {"classes_": "unique_values"}
 
     classes_: list[Any]
 
@@ -107,6 +109,9 @@ class LabelEncoder(Preprocessor):
 
     def _fit(self, ds: Dataset) -> None:
         self.classes_ = _categories(ds, self.label_column)
+
+    def _per_column(self, attribute: str) -> dict[str, Any]:
+        return {self.label_column: getattr(self, attribute)}
 
     def _transform_pandas(self, df: pd.DataFrame) -> pd.DataFrame:
         if self.label_column not in df.columns:

@@ -58,6 +58,10 @@ class SimpleImputer(Preprocessor):
         else:
             self.statistics_ = {c: self.fill_value for c in self.columns}
 
+    def _stats_sources(self) -> dict[str, str]:
+        # Ray names the statistic after the strategy; a constant is a parameter, not a statistic
+        return {} if self.strategy == "constant" else {"statistics_": self.strategy}
+
     def _transform_pandas(self, df: pd.DataFrame) -> pd.DataFrame:
         self._require_columns(df, self.columns)
         filled = {}

@@ -72,6 +72,8 @@ class MinMaxScaler(_ColumnScaler):
     {'x': 9.0, 'y': 3.5}
     """
 
+    _stat_names: ClassVar[dict[str, str]] = {"data_min_": "min", "data_max_": "max"}
+
     data_min_: dict[str, float]
     data_max_: dict[str, float]
 
@@ -95,6 +97,8 @@ class StandardScaler(_ColumnScaler):
     {'x': 4.5}
     """
 
+    _stat_names: ClassVar[dict[str, str]] = {"mean_": "mean", "scale_": "std"}
+
     mean_: dict[str, float]
     scale_: dict[str, float]
 
@@ -103,11 +107,12 @@ class StandardScaler(_ColumnScaler):
         stats = ds.aggregate(*[a for triple in aggs for a in triple])
         self.mean_, self.scale_ = {}, {}
         for c, triple in zip(self.columns, aggs, strict=True):
-            mean, std, n = (_float(stats[agg.output_name]) for agg in triple)
-            var = std * std
-            # scikit-learn's _is_constant_feature: a variance within rounding error of 0
-            constant = var <= n * _EPS * var + (n * mean * _EPS) ** 2
-            self.mean_[c] = mean
+            mean, std, n = (np.float64(_float(stats[agg.output_name])) for agg in triple)
+            with np.errstate(over="ignore", invalid="ignore"):  # huge values: inf, as in scikit-learn
+                var = std * std
+                # scikit-learn's _is_constant_feature: a variance within rounding error of 0
+                constant = var <= n * _EPS * var + (n * mean * _EPS) ** 2
+            self.mean_[c] = float(mean)
             self.scale_[c] = float(handle_zeros_in_scale(std, constant))
 
     def _offset_scale(self) -> dict[str, tuple[float, float]]:
@@ -123,6 +128,8 @@ class MaxAbsScaler(_ColumnScaler):
     {'x': 9.0}
     """
 
+    _stat_names: ClassVar[dict[str, str]] = {"max_abs_": "abs_max"}
+
     max_abs_: dict[str, float]
 
     def _fit(self, ds: Dataset) -> None:
@@ -137,6 +144,9 @@ class MaxAbsScaler(_ColumnScaler):
 class RobustScaler(_ColumnScaler):
     """Center on the median and scale by the interquantile range: ``(x - center_) / scale_``.
 
+    Learns ``center_`` and ``scale_`` (as scikit-learn) and the two quantiles,
+    ``low_quantile_`` and ``high_quantile_`` (as Ray's ``stats_``).
+
     ``quantile_range=(q_min, q_max)`` in percent, (25, 75) by default. The
     quantiles are exact, equal to ``numpy.nanpercentile``: for each column one
     distributed sort, then only the needed rows are fetched (see
@@ -146,11 +156,16 @@ class RobustScaler(_ColumnScaler):
     {'x': 4.5}
     """
 
+    _stat_names: ClassVar[dict[str, str]] = {
+        "low_quantile_": "low_quantile", "center_": "median", "high_quantile_": "high_quantile"}
+
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "columns": COLUMNS, "quantile_range": PERCENTILE_RANGE}
 
     center_: dict[str, float]
     scale_: dict[str, float]
+    low_quantile_: dict[str, float]
+    high_quantile_: dict[str, float]
 
     def __init__(self, columns: list[str], quantile_range: tuple[float, float] = (25.0, 75.0)) -> None:
         self.columns = columns
@@ -158,10 +173,10 @@ class RobustScaler(_ColumnScaler):
 
     def _fit(self, ds: Dataset) -> None:
         q_min, q_max = self.quantile_range
-        self.center_, self.scale_ = {}, {}
+        self.center_, self.scale_, self.low_quantile_, self.high_quantile_ = {}, {}, {}, {}
         for c in self.columns:
             low, median, high = percentiles(ds, c, [q_min, 50.0, q_max])
-            self.center_[c] = median
+            self.low_quantile_[c], self.center_[c], self.high_quantile_[c] = low, median, high
             self.scale_[c] = float(handle_zeros_in_scale(high - low))
 
     def _offset_scale(self) -> dict[str, tuple[float, float]]:
