@@ -2,8 +2,11 @@
 
 Every other module asks :func:`get_settings` instead of reading ``os.environ``.
 
->>> from airflowless.settings import get_settings
->>> get_settings().home.name
+>>> from airflowless.settings import Settings, get_settings
+>>> settings = get_settings()                                   # os.environ, read now
+>>> Settings.from_env({"AIRFLOWLESS_HOME": "/srv/af"}).db_url   # or any mapping
+'sqlite:////srv/af/airflowless.db'
+>>> Settings.from_env({}).home.name                             # the default home
 '.airflowless'
 """
 

@@ -14,6 +14,10 @@ import pytest
 
 POSTGRES_URL = "postgresql://root@127.0.0.1:5432/test"
 
+# Benchmark cases are scripts run in fresh processes by tests/benchmarks/common_cases.py
+# (they read TAXI_PATH and start clusters when imported): --doctest-modules must not import them.
+collect_ignore_glob = ["benchmarks/cases/*.py"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--benchmarks", action="store_true", help="run the benchmarks in tests/benchmarks")

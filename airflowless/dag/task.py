@@ -119,9 +119,9 @@ def _still_wanted() -> bool:
     worker = _worker()
     if worker is None:
         return True
-    from distributed.worker import thread_state
+    from .._dask_internals import current_task_key
 
-    key = getattr(thread_state, "key", None)
+    key = current_task_key()
     ts = worker.state.tasks.get(key) if key is not None else None
     return ts is None or ts.state not in ("cancelled", "released", "forgotten")
 

@@ -260,13 +260,14 @@ def is_initialized() -> bool:
 
 def _worker_process() -> Any:
     """The Dask worker this process hosts (from any of its threads), or None on a driver."""
-    from distributed import Worker, get_worker
+    from distributed import get_worker
+
+    from .._dask_internals import sole_worker_in_process
 
     try:
         return get_worker()
     except ValueError:
-        workers = list(Worker._instances)
-        return workers[0] if len(workers) == 1 else None
+        return sole_worker_in_process()
 
 
 def _in_task() -> bool:
@@ -285,7 +286,7 @@ def get_client() -> Client:
     worker = _worker_process()
     if worker is None:
         return init(quiet=True)
-    return worker._get_client()  # type: ignore[no-any-return]
+    return worker.client  # type: ignore[no-any-return]
 
 
 @contextlib.contextmanager

@@ -52,8 +52,9 @@ def main(argv: list[str]) -> None:
     sys.path[:] = spec["sys_path"]
 
     from distributed import Worker
-    from distributed._signals import wait_for_signals
     from distributed.utils import silence_logging_cmgr
+
+    from airflowless._dask_internals import wait_for_signals
 
     async def run() -> None:
         worker = await Worker(spec["scheduler"], **spec["worker"])

@@ -19,6 +19,7 @@ from collections.abc import Coroutine
 from dataclasses import astuple, dataclass
 from typing import Any
 
+from .._dask_internals import scheduler_identity
 from ..errors import ConfigError
 from .config import DeploymentConfig
 from .controller import (
@@ -42,7 +43,7 @@ from .deployment import Deployment
 from .errors import DeploymentNotFoundError, ServeError
 from .handle import metadata_key
 from .http_options import HTTPOptions
-from .http_server import make_server, run_server
+from .http_server import bound_port, make_server, run_server
 from .proxy import RouteTarget, build_app
 from .replica import Replica, ReplicaInfo, ReplicaSpec
 from .router import Router
@@ -118,7 +119,7 @@ class ServeRuntime:
                 raise ServeError(f"the HTTP proxy could not listen on {self.host}:{self.port} ({exc}); "
                                  "pick another port with serve.start(http_options={'port': ...})")
             await asyncio.sleep(0.01)
-        self.port = int(self.server.servers[0].sockets[0].getsockname()[1])
+        self.port = bound_port(self.server)
         self._tick_task = asyncio.ensure_future(self._tick_loop())
 
     def stop(self) -> None:
@@ -191,7 +192,7 @@ class ServeRuntime:
         self.feed(ReplicaStarted(replica_id, info))
 
     async def _place(self, key: Key, config: DeploymentConfig) -> str:
-        identity = await self.client.scheduler.identity(n_workers=-1)
+        identity = await scheduler_identity(self.client)
         workers: dict[str, Any] = identity.get("workers", {})
         count: dict[str, int] = dict.fromkeys(workers, 0)
         used: dict[str, dict[str, float]] = {w: {} for w in workers}

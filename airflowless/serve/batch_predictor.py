@@ -57,9 +57,9 @@ class _CustomScorer:
     """A user's predictor class, built once per worker process from the checkpoint."""
 
     def __init__(self, path: str, predictor_cls: Any, kwargs: dict[str, Any], keep_columns: Sequence[str]) -> None:
-        checkpoint = Checkpoint(path)
-        build = getattr(predictor_cls, "from_checkpoint", None)
-        self.predictor = build(checkpoint, **kwargs) if build is not None else predictor_cls(checkpoint, **kwargs)
+        from .predictor import build_predictor
+
+        self.predictor = build_predictor(predictor_cls, Checkpoint(path), kwargs)
         self.keep = list(keep_columns)
 
     def __call__(self, frame: Any) -> Any:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Generator
 from typing import Any
 
+from .._dask_internals import get_scheduler_metadata
 from .errors import DeploymentNotFoundError, ServeError
 from .replica import ReplicaInfo
 from .router import Router
@@ -49,7 +50,7 @@ class _WorkerRouters:
         now = time.monotonic()
         if entry is not None and now - entry[1] < _REFRESH_S and entry[0].replica_ids:
             return entry[0]
-        table = await get_worker().scheduler.get_metadata(keys=metadata_key(app, deployment), default=None)
+        table = await get_scheduler_metadata(get_worker(), metadata_key(app, deployment))
         if table is None:
             raise DeploymentNotFoundError(f"no deployment {deployment!r} in application {app!r} is running")
         router = entry[0] if entry is not None else Router(

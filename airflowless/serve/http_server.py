@@ -89,3 +89,12 @@ async def run_server(server: Any) -> None:
     except SystemExit:
         raise OSError("uvicorn exited at startup: the address is in use, or not one of this host's "
                       "(logger 'uvicorn.error' says which)") from None
+
+
+def bound_port(server: Any) -> int:
+    """The port a started ``server`` (from :func:`make_server`) listens on (``port=0`` picks one).
+
+    Reads ``uvicorn.Server.servers`` (undocumented; uvicorn has no public way to ask
+    the bound address): the asyncio servers it started, whose sockets know it.
+    """
+    return int(server.servers[0].sockets[0].getsockname()[1])

@@ -18,6 +18,7 @@ import asyncio
 import math
 import os
 import pickle
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -27,7 +28,7 @@ from .deployment import deployment
 from .errors import BadRequestError
 from .routing import route
 
-__all__ = ["Predictor", "PredictorDeployment", "load_model"]
+__all__ = ["Predictor", "PredictorDeployment", "build_predictor", "load_model"]
 
 _MAX_ROWS = 10_000
 _MAX_STRING = 10_000
@@ -94,22 +95,49 @@ def rows_of(body: Any, required: list[str] | None) -> list[dict[str, Any]]:
 
 
 class Predictor:
-    """Loads a checkpoint's model and preprocessor; ``predict(body)`` answers ``{"predictions": [...]}``."""
+    """Loads a checkpoint's model and preprocessor; ``predict(body)`` answers ``{"predictions": [...]}``.
 
-    def __init__(self, checkpoint: Checkpoint | str, *, feature_columns: list[str] | None = None) -> None:
+    With ``predictor_cls`` (Ray's form, either argument order:
+    ``PredictorDeployment.bind(MyPredictor, checkpoint, http_adapter=...)``) the
+    model is ``predictor_cls.from_checkpoint(checkpoint, **predictor_kwargs)``
+    (or ``predictor_cls(checkpoint, ...)``), scored with its ``predict(frame)``.
+    ``http_adapter(body)`` turns the parsed JSON body into the pandas DataFrame
+    to score (default: one row per JSON object); it sees JSON, never a pickle.
+    """
+
+    def __init__(self, checkpoint: Checkpoint | str | type, predictor_cls: Any = None, *,
+                 http_adapter: Callable[[Any], Any] | None = None, feature_columns: list[str] | None = None,
+                 **predictor_kwargs: Any) -> None:
         from ..train.gbdt import load_preprocessor
 
+        if isinstance(checkpoint, type):  # Ray's argument order: (predictor class, checkpoint)
+            checkpoint, predictor_cls = predictor_cls, checkpoint
+        if predictor_cls is Predictor:
+            predictor_cls = None
+        if predictor_cls is None and predictor_kwargs:
+            raise TypeError(f"PredictorDeployment got {sorted(predictor_kwargs)} without a predictor class; the "
+                            "built-in predictor takes none (pass predictor_cls=YourPredictor)")
         checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(str(checkpoint))
-        with checkpoint.as_directory() as folder:
-            self.kind, self.model, names = load_model(folder)
-        self.preprocessor = load_preprocessor(checkpoint)
-        self.features = list(feature_columns) if feature_columns is not None else names
+        self.http_adapter = http_adapter
+        self.custom: Any = None
+        self.model: Any = None
+        if predictor_cls is not None:
+            self.custom = build_predictor(predictor_cls, checkpoint, predictor_kwargs)
+            self.kind, self.preprocessor = "custom", None
+            self.features = list(feature_columns) if feature_columns is not None else None
+        else:
+            with checkpoint.as_directory() as folder:
+                self.kind, self.model, names = load_model(folder)
+            self.preprocessor = load_preprocessor(checkpoint)
+            self.features = list(feature_columns) if feature_columns is not None else names
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="predictor")
 
     def _score(self, rows: list[dict[str, Any]]) -> list[Any]:
         import pandas as pd
 
         frame = pd.DataFrame.from_records(rows)
+        if self.custom is not None:
+            return _as_list(self.custom.predict(frame))
         if self.preprocessor is not None:
             try:
                 frame = self.preprocessor.transform_batch(frame)
@@ -157,14 +185,45 @@ class Predictor:
 
     @route("/predict")
     async def predict(self, body: Any) -> dict[str, Any]:
+        if self.http_adapter is not None:
+            body = self._adapt(body)
         rows = rows_of(body, self.features if self.preprocessor is None else None)
         result = await self._score_batch(rows)
         if isinstance(result, Exception):
             raise result
         return {"predictions": result}
 
+    def _adapt(self, body: Any) -> list[dict[str, Any]]:
+        """The http_adapter's frame for ``body``, as rows; its errors are the request's fault (400)."""
+        import pandas as pd
+
+        assert self.http_adapter is not None
+        try:
+            frame = pd.DataFrame(self.http_adapter(body))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise BadRequestError(f"the http_adapter could not read this body: {type(exc).__name__}: {exc}") from exc
+        return [{str(k): v for k, v in row.items()} for row in frame.to_dict("records")]
+
     async def __call__(self, body: Any) -> dict[str, Any]:
         return await self.predict(body)
+
+
+def build_predictor(predictor_cls: Any, checkpoint: Checkpoint, kwargs: dict[str, Any]) -> Any:
+    """A user's predictor: ``predictor_cls.from_checkpoint(checkpoint, **kwargs)``, else its constructor."""
+    build = getattr(predictor_cls, "from_checkpoint", None)
+    return build(checkpoint, **kwargs) if build is not None else predictor_cls(checkpoint, **kwargs)
+
+
+def _as_list(out: Any) -> list[Any]:
+    """A predictor's output as JSON-ready predictions: one value per row, or one record per row."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(out, dict):
+        out = pd.DataFrame(out)
+    if isinstance(out, pd.DataFrame):
+        return out.iloc[:, 0].tolist() if out.shape[1] == 1 else out.to_dict("records")
+    return np.asarray(out).tolist()  # type: ignore[no-any-return]
 
 
 PredictorDeployment = deployment(Predictor, name="PredictorDeployment")

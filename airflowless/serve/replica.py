@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._dask_internals import get_scheduler_metadata, set_scheduler_metadata
 from ..runtime.plugins import PLUGIN_NAME
 from .errors import BadRequestError
 from .wire import Connection, Rejected, WireServer
@@ -153,9 +154,9 @@ class Replica:
         from .handle import metadata_key
 
         key = metadata_key(self.spec.app_name, self.spec.deployment_name)
-        table = await self._worker.scheduler.get_metadata(keys=key, default=None)
+        table = await get_scheduler_metadata(self._worker, key)
         if table and any(row[3] == self._token for row in table.get("replicas", [])):
-            await self._worker.scheduler.set_metadata(keys=key, value=None)
+            await set_scheduler_metadata(self._worker, key, None)
 
     async def _control(self, method: str, connection: Connection) -> dict[str, Any]:
         self._lease_until = time.monotonic() + self.spec.lease_s

@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._dask_internals import inform_scheduler_of_futures
 from ..data.block import concat, rebatch, to_batch
 
 __all__ = ["DataShard"]
@@ -47,7 +48,7 @@ class DataShard:
                 # process's client, which must tell the scheduler it wants them (as
                 # Client.get_dataset does) or it never hears that they are in memory.
                 futures: list[Any] = [Future(k, client=client) for k in remote]
-                client._inform_scheduler_of_futures()
+                inform_scheduler_of_futures(client)
                 fetched = dict(zip(remote, client.gather(futures), strict=True))
             for key in chunk:
                 yield local[key] if key in local else fetched[key]

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._dask_internals import forget_topic_handler, worker_addresses, worker_resources
 from ..errors import RankFailedError
 from .backends.base import Backend
 from .checkpoint import Checkpoint
@@ -155,12 +156,7 @@ class WorkerGroup:
 
     # -- placement -----------------------------------------------------------------
     def _offers(self) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
-        def read(dask_scheduler: Any) -> Any:
-            return {addr: (dict(ws.resources), dict(ws.used_resources),
-                           any("-rank" in str(ts.key) for ts in ws.processing))
-                    for addr, ws in dask_scheduler.workers.items()}
-
-        found = self.client.run_on_scheduler(read)
+        found = worker_resources(self.client, is_rank_key)
         totals = {addr: total for addr, (total, _, _) in found.items()}
         # One rank per worker process: a worker already hosting a rank (of any group) offers nothing,
         # since the frameworks' collectives are process-wide.
@@ -206,7 +202,7 @@ class WorkerGroup:
             for rank, worker in enumerate(self.workers):
                 spec = make_spec(rank, worker)
                 self.futures.append(self.client.submit(
-                    run_rank, spec, key=f"{self.name}-rank{rank}-{self.group}", workers=[worker],
+                    run_rank, spec, key=rank_key(self.name, rank, self.group), workers=[worker],
                     allow_other_workers=False, resources=self.resources, pure=False, retries=0))
             self._wait_started()
 
@@ -228,7 +224,7 @@ class WorkerGroup:
     def _check_alive(self) -> None:
         # Asked of the scheduler directly: Client.scheduler_info() returns a cache that the
         # client's periodic refresh overwrites with no workers in it.
-        alive = set(self.client.run_on_scheduler(_worker_addresses))
+        alive = set(worker_addresses(self.client))
         for rank, (worker, future) in enumerate(zip(self.workers, self.futures, strict=False)):
             if future.status == "error":
                 raise RankFailedError(_rank_error(rank, future))
@@ -294,7 +290,7 @@ class WorkerGroup:
         with contextlib.suppress(Exception):
             self.client.unsubscribe_topic(self._topic)
         # distributed's unsubscribe_topic leaves the handler registered on the client; drop it
-        getattr(self.client, "_event_handlers", {}).pop(self._topic, None)
+        forget_topic_handler(self.client, self._topic)
         self.futures = []  # release the rank tasks, so that the scheduler forgets them
         for name in ("master", "tracker", *[f"rank-{r}" for r in range(self.num_workers)]):
             with contextlib.suppress(Exception):
@@ -304,8 +300,14 @@ class WorkerGroup:
                 Event(f"{self.group}-stop", client=self.client).clear()
 
 
-def _worker_addresses(dask_scheduler: Any) -> list[str]:
-    return list(dask_scheduler.workers)
+def rank_key(name: str, rank: int, group: str) -> str:
+    """The Dask key of a rank's task: ``<trainer>-rank<rank>-<group>``."""
+    return f"{name}-rank{rank}-{group}"
+
+
+def is_rank_key(key: str) -> bool:
+    """Whether a Dask key names a rank's task (one :func:`rank_key` made)."""
+    return "-rank" in key
 
 
 def _rank_error(rank: int, future: Future) -> str:

@@ -1,12 +1,17 @@
 """XGBoostTrainer: distributed XGBoost through its own collective (tracker + communicator).
 
+>>> from airflowless.data.preprocessors import MinMaxScaler
+>>> from airflowless.train import ScalingConfig
+>>> from airflowless.train.xgboost import XGBoostTrainer
 >>> trainer = XGBoostTrainer(                                   # doctest: +SKIP
 ...     label_column="is_big_tip", num_boost_round=50,
 ...     params={"objective": "binary:logistic", "eval_metric": ["logloss", "error"]},
 ...     scaling_config=ScalingConfig(num_workers=2),
-...     datasets={"train": train_ds, "valid": valid_ds}, preprocessor=MinMaxScaler(columns=[...]))
->>> result = trainer.fit()
->>> result.metrics["valid-logloss"]
+...     datasets={"train": train_ds, "valid": valid_ds},
+...     preprocessor=MinMaxScaler(columns=["trip_distance", "trip_duration"]))
+>>> result = trainer.fit()                                      # doctest: +SKIP
+>>> result.metrics["valid-logloss"]                             # doctest: +SKIP
+>>> booster = XGBoostTrainer.get_model(result.checkpoint)       # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -59,3 +59,45 @@ def test_predictor_deployment_xgboost(serve_url: str, tmp_path: Path) -> None:
         assert reply.status_code == 400, (body, reply.text)
     assert httpx.post(f"{serve_url}/predict", json={**row, "hour": "noon"}).status_code == 400
     serve.delete("xgb")
+
+
+class Linear:
+    """A predictor class of the user's own, Ray's shape: ``from_checkpoint`` and ``predict(frame)``."""
+
+    def __init__(self, weights: dict[str, float], offset: float) -> None:
+        self.weights, self.offset = weights, offset
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Checkpoint, *, offset: float = 0.0) -> Linear:
+        with checkpoint.as_directory() as folder:
+            weights = pickle.loads((Path(folder) / "weights.pkl").read_bytes())
+        return cls(weights, offset)
+
+    def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
+        score = sum(frame[c] * w for c, w in self.weights.items()) + self.offset
+        return pd.DataFrame({"score": score})
+
+
+def values_adapter(body: dict[str, list[float]]) -> pd.DataFrame:
+    """The HTTP adapter: ``{"a": [...], "b": [...]}`` columns to a frame."""
+    return pd.DataFrame({"a": body["a"], "b": body["b"]})
+
+
+def test_predictor_deployment_with_a_predictor_class_and_an_http_adapter(serve_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "linear"
+    folder.mkdir()
+    (folder / "weights.pkl").write_bytes(pickle.dumps({"a": 2.0, "b": -1.0}))
+    checkpoint = Checkpoint.from_directory(folder)
+    # Ray's argument order (class first), an adapter and the class's own keyword argument
+    serve.run(serve.PredictorDeployment.bind(Linear, checkpoint, http_adapter=values_adapter, offset=0.5),
+              name="linear", route_prefix="/linear")
+    reply = httpx.post(f"{serve_url}/linear", json={"a": [1.0, 2.0], "b": [3.0, 0.0]})
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"predictions": [2.0 - 3.0 + 0.5, 4.0 + 0.5]}
+    bad = httpx.post(f"{serve_url}/linear", json={"a": [1.0]})  # the adapter's KeyError is the body's fault
+    assert bad.status_code == 400 and "http_adapter" in bad.json()["error"]
+    serve.delete("linear")
+    # without an adapter, rows are JSON objects as for the built-in predictor
+    serve.run(serve.PredictorDeployment.bind(checkpoint, Linear), name="rows", route_prefix="/rows")
+    assert httpx.post(f"{serve_url}/rows", json=[{"a": 1.0, "b": 1.0}]).json() == {"predictions": [1.0]}
+    serve.delete("rows")

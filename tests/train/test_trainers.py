@@ -50,16 +50,18 @@ def _datasets(taxi: pd.DataFrame) -> dict[str, data.Dataset]:
     return {"train": data.from_pandas([taxi[:8_000], taxi[8_000:15_000]]), "valid": data.from_pandas(taxi[15_000:])}
 
 
-def _rank_tasks(client: Any) -> list[str]:
+def _rank_tasks(client: Any, before: frozenset[str] = frozenset()) -> list[str]:
+    """Rank tasks the scheduler holds, less those it held before the test (the cluster is shared)."""
     def read(dask_scheduler: Any) -> list[str]:
         return [str(key) for key in dask_scheduler.tasks if "-rank" in str(key)]
 
-    return client.run_on_scheduler(read)  # type: ignore[no-any-return]
+    return [key for key in client.run_on_scheduler(read) if key not in before]
 
 
-def _wait_no_rank_tasks(client: Any) -> list[str]:
-    eventually(lambda: not _rank_tasks(client), message=lambda: f"rank tasks left: {_rank_tasks(client)}")
-    return _rank_tasks(client)
+def _wait_no_rank_tasks(client: Any, before: frozenset[str]) -> list[str]:
+    eventually(lambda: not _rank_tasks(client, before),
+               message=lambda: f"rank tasks left: {_rank_tasks(client, before)}")
+    return _rank_tasks(client, before)
 
 
 def _rank_keys_seen(client: Any) -> set[str]:
@@ -332,22 +334,24 @@ def _failing_loop() -> None:
 
 
 def test_a_failing_rank_fails_the_fit_without_hanging(cluster_client: Any) -> None:
+    before = frozenset(_rank_tasks(cluster_client))
     with pytest.raises(TrainingFailedError, match=r"max_failures=0.*boom in rank 1") as failed:
         DataParallelTrainer(_failing_loop, scaling_config=ScalingConfig(num_workers=2)).fit()
     result = failed.value.result  # the Result stays available on the error, as in Ray
     assert result.error is failed.value and result.path
-    assert _wait_no_rank_tasks(cluster_client) == []
+    assert _wait_no_rank_tasks(cluster_client, before) == []
 
 
 def test_too_many_ranks_fail_before_anything_runs(cluster_client: Any) -> None:
     from airflowless.store import open_store
 
     seen = _rank_keys_seen(cluster_client)
+    before = frozenset(_rank_tasks(cluster_client))
     with pytest.raises(CapacityError, match=r"asks for 3 rank\(s\).*workers offer \{'CPU': 1.0\}"):
         DataParallelTrainer(lambda: None, scaling_config=ScalingConfig(num_workers=3),
                             run_config=RunConfig(name="too-big")).fit()
     assert _rank_keys_seen(cluster_client) <= seen  # no rank task was ever submitted
-    assert _rank_tasks(cluster_client) == []
+    assert _rank_tasks(cluster_client, before) == []
     store = open_store()
     try:
         assert [e for e in store.list_experiments() if e["name"] == "too-big"] == []  # nothing was recorded
@@ -435,6 +439,7 @@ def test_no_sockets_threads_tasks_or_process_groups_are_left(taxi: pd.DataFrame,
         LightGBMTrainer(label_column=LABEL_COLUMN, params=LGB_PARAMS, num_boost_round=3, scaling_config=two,
                         datasets=datasets),
     ]
+    tasks_before = frozenset(_rank_tasks(cluster_client))
     before = cluster_client.run(_listening)
     named_before = cluster_client.run(_framework_threads)  # the runtime's own threads (airflowless-driver-watch)
     for trainer in trainers:  # the first fits also start the frameworks' thread pools, which stay
@@ -443,7 +448,7 @@ def test_no_sockets_threads_tasks_or_process_groups_are_left(taxi: pd.DataFrame,
     for trainer in trainers:  # fitting again leaves nothing more behind
         assert trainer.fit().error is None
 
-    assert _wait_no_rank_tasks(cluster_client) == []
+    assert _wait_no_rank_tasks(cluster_client, tasks_before) == []
     after = cluster_client.run(_listening)
     assert {w: sorted(set(after[w]) - set(before[w])) for w in after} == {w: [] for w in after}
     assert cluster_client.run(_framework_threads) == named_before

@@ -228,3 +228,13 @@ def test_concurrency_limiter_over_optuna_passes_everything_through() -> None:
 def test_concurrency_limiter_rejects_a_limit_below_one() -> None:
     with pytest.raises(ConfigError, match="max_concurrent must be >= 1, got 0"):
         ConcurrencyLimiter(BasicVariantGenerator(), max_concurrent=0)
+
+
+def test_optuna_storage_id_names_the_trial_in_its_storage() -> None:
+    from airflowless.tune.search.optuna import _storage_id
+
+    study = optuna.create_study()
+    study.ask()
+    trial = study.ask()
+    trial.report(0.5, 3)
+    assert trial.storage.get_trial(_storage_id(trial)).intermediate_values == {3: 0.5}

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..._dask_internals import task_states
 from ...errors import AirflowlessError
 from ..context import DataContext
 from ..physical import tasks
@@ -136,19 +137,8 @@ class Execution:
     def stall(self, waiting: list[Future], idle_s: float) -> StallError:
         keys = [str(f.key) for f in waiting]
 
-        def states(dask_scheduler: Any, keys: list[str]) -> dict[str, Any]:
-            out: dict[str, Any] = {}
-            for key in keys:
-                ts = dask_scheduler.tasks.get(key)
-                if ts is None:
-                    out[key] = ("released", None, None)
-                    continue
-                out[key] = (ts.state, ts.processing_on.address if ts.processing_on else None,
-                            dict(ts.resource_restrictions or {}))
-            return out
-
         try:
-            found = self.client.run_on_scheduler(states, keys=keys)
+            found = task_states(self.client, keys)
         except Exception:  # the scheduler itself is unreachable
             found = {}
         workers = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))

@@ -68,7 +68,9 @@ class MinMaxScaler(_ColumnScaler):
 
     Fit: one ``ds.aggregate(Min, Max)`` over all columns.
 
-    >>> MinMaxScaler(columns=["x", "y"]).fit(ds).data_max_     # doctest: +SKIP
+    >>> from airflowless import data
+    >>> ds = data.from_items([{"x": 1.0, "y": 0.5}, {"x": 9.0, "y": 3.5}])
+    >>> MinMaxScaler(columns=["x", "y"]).fit(ds).data_max_
     {'x': 9.0, 'y': 3.5}
     """
 
