@@ -87,6 +87,14 @@ def store(home: Path):  # noqa: ANN201
     db.close()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty store: an SQLite file in tmp, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh schema in the real PostgreSQL at 127.0.0.1:5432, dropped afterwards."""
