@@ -154,3 +154,141 @@ async def set_scheduler_metadata(worker: Any, key: Any, value: Any) -> None:
     :func:`get_scheduler_metadata` gives.
     """
     await worker.scheduler.set_metadata(keys=key, value=value)
+
+
+def add_dashboard_nav_entry(scheduler: Any, page: str, plots: list[tuple[str, str]]) -> None:
+    """Add ``page`` to the navigation bar of ``scheduler``'s dashboard, and ``plots``
+    (``(relative url, label)`` pairs) to its "More..." menu. Nothing when the dashboard is off.
+
+    Touches ``distributed.dashboard.scheduler.template_variables`` (undocumented): the
+    dashboard's pages render their navigation from the ``pages`` and ``plots`` lists of
+    that memoized dict (one per scheduler), and distributed has no public way to add a
+    page to them. The lists are shared with the running dashboard, so appending is seen
+    by every page opened afterwards.
+    """
+    if getattr(scheduler, "http_server", None) is None:
+        return
+    try:
+        from distributed.dashboard.scheduler import template_variables
+    except ImportError:  # no bokeh: distributed serves no dashboard pages
+        return
+    variables = template_variables(scheduler)
+    if page not in variables["pages"]:
+        variables["pages"].append(page)
+    known = {plot["url"] for plot in variables["plots"]}
+    variables["plots"].extend({"url": url, "name": name} for url, name in plots if url not in known)
+    variables["plots"].sort(key=lambda plot: plot["name"])
+
+
+def individual_plots_handler(extra: dict[str, str]) -> type:
+    """A handler for ``/individual-plots.json`` answering distributed's list plus ``extra``
+    (label -> path), for JupyterLab's Dask extension to offer those pages as panes.
+
+    Subclasses ``distributed.http.scheduler.info.IndividualPlots`` (undocumented): the
+    list is built there from the Bokeh applications and distributed's static files, and
+    has no hook to add pages that are neither. Initialize it with ``dask_server=scheduler``.
+    """
+    from distributed.http.scheduler.info import IndividualPlots
+
+    class _WithExtra(IndividualPlots):  # type: ignore[misc]
+        def write(self, chunk: Any) -> None:
+            if isinstance(chunk, dict):
+                chunk = {**chunk, **extra}
+            super().write(chunk)
+
+    return _WithExtra
+
+
+def require_http_client_certificates(server: Any) -> bool:
+    """Make ``server``'s HTTP server (dashboard) refuse clients without a certificate from its CA.
+
+    Touches ``server.http_server.ssl_options``, the ``ssl.SSLContext`` that
+    ``distributed.node.ServerNode.start_http_server`` builds from
+    ``distributed.scheduler.dashboard.tls.*`` with ``verify_mode`` CERT_NONE and no
+    setting to change it; tornado wraps each new connection with that context,
+    so requiring certificates on it applies from the next connection on.
+    Returns whether the server listens with TLS (False: nothing to change).
+    """
+    import ssl
+
+    context = getattr(getattr(server, "http_server", None), "ssl_options", None)
+    if not isinstance(context, ssl.SSLContext):
+        return False
+    context.verify_mode = ssl.CERT_REQUIRED
+    return True
+
+
+def add_scheduler_handlers(scheduler: Any, handlers: dict[str, Callable[..., Any]]) -> None:
+    """Answer RPC operations ``handlers`` names on ``scheduler`` (``rpc.<name>(**kwargs)`` calls them).
+
+    Touches ``Server.handlers``: a scheduler plugin has no public way to add an
+    operation clients and an adaptive loop can call (distributed's own extensions
+    add theirs the same way).
+    """
+    scheduler.handlers.update(handlers)
+
+
+def resource_view(scheduler: Any) -> tuple[list[dict[str, float]], list[list[dict[str, float]]], list[dict[str, float]]]:
+    """From inside the scheduler: per worker its resources and the resource restrictions of the
+    tasks it processes, and the restrictions of the tasks no worker can take (``no-worker``).
+
+    Reads ``WorkerState.resources``, ``.processing``, ``TaskState.resource_restrictions``
+    and ``Scheduler.unrunnable``: no public call says which tasks wait for resources.
+    """
+    totals, processing = [], []
+    for ws in scheduler.workers.values():
+        totals.append({k: float(v) for k, v in ws.resources.items()})
+        processing.append([dict(ts.resource_restrictions) for ts in ws.processing if ts.resource_restrictions])
+    unrunnable = [dict(ts.resource_restrictions) for ts in scheduler.unrunnable if ts.resource_restrictions]
+    return totals, processing, unrunnable
+
+
+def topic_subscribers(scheduler: Any, topic: str) -> set[str]:
+    """From inside the scheduler: the ids of the connected clients subscribed to event ``topic``.
+
+    Reads ``Scheduler._broker._topics`` (private): distributed has no public way to
+    ask who listens on a topic, and a control-plane action must say so when no
+    live driver would receive it. Subscriptions of clients that left are dropped
+    here (the broker keeps them).
+    """
+    topic_state = scheduler._broker._topics.get(topic)  # .get: never creates the topic
+    if topic_state is None:
+        return set()
+    return {client for client in topic_state.subscribers if client in scheduler.clients}
+
+
+def trim_topic(scheduler: Any, topic: str) -> None:
+    """From inside the scheduler: forget the events kept for ``topic`` (subscribers stay).
+
+    Calls ``Scheduler._broker.truncate`` (private): the live feeds are published
+    about once a second for as long as work runs, and the scheduler keeps every
+    event of a topic up to ``distributed.scheduler.events-log-length``; the control
+    plane keeps the latest of each itself and drops the rest.
+    """
+    scheduler._broker.truncate(topic)
+
+
+def without_actors(workers: list[Any]) -> list[Any]:
+    """The ``WorkerState`` objects among ``workers`` that host no actor (a serve replica is one).
+
+    Reads ``WorkerState.actors``: downscaling plugins get worker states and no public
+    call says which of them host actors, whose state dies with the worker.
+    """
+    return [ws for ws in workers if not ws.actors]
+
+
+def extend_adaptive_target(scheduler: Any, extra: Callable[[int], int]) -> None:
+    """Make ``scheduler.adaptive_target`` answer ``extra(dask_target)`` (for its RPC and its HTTP API).
+
+    Replaces the ``adaptive_target`` attribute and RPC handler of this scheduler
+    object: autoscalers outside the driver (the dask-kubernetes operator's
+    ``DaskAutoscaler``) ask ``GET /api/v1/adaptive_target`` or the RPC, and
+    distributed has no hook to add to that number.
+    """
+    original = scheduler.adaptive_target
+
+    def adaptive_target(target_duration: Any = None) -> int:
+        return extra(int(original(target_duration)))
+
+    scheduler.adaptive_target = adaptive_target
+    scheduler.handlers["adaptive_target"] = adaptive_target

@@ -197,12 +197,15 @@ class RunCancelled(KeyboardInterrupt):
     """The driver got SIGINT or SIGTERM; the run was recorded as ``cancelled``.
 
     A ``KeyboardInterrupt`` so that code catching ``Exception`` lets it through.
-    ``signum`` is the signal; ``run_id`` the run, once it is known.
+    ``signum`` is the signal; ``run_id`` the run, once it is known; ``reason`` says
+    who cancelled it when it was not a signal (a control-plane request: ``signum``
+    is then SIGTERM's, for the exit code).
     """
 
-    def __init__(self, signum: int, run_id: int | None = None) -> None:
+    def __init__(self, signum: int, run_id: int | None = None, *, reason: str | None = None) -> None:
         self.signum = signum
         self.run_id = run_id
+        self.reason = reason
         super().__init__(signum, run_id)
 
     @property

@@ -13,7 +13,7 @@ Every other module asks :func:`get_settings` instead of reading ``os.environ``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Settings", "get_settings"]
@@ -37,6 +37,14 @@ class Settings:
     ``AIRFLOWLESS_SERVE_LEASE_S``  seconds a serve replica keeps running without
                              hearing from its controller (default 10); read where
                              the controller runs.
+    ``AIRFLOWLESS_TOKEN``    bearer token of the control plane's actions (and of every
+                             request off loopback); generated per cluster when unset.
+    ``AIRFLOWLESS_TLS_DIR``  folder of the cluster's certificates (``ca.pem``,
+                             ``client.pem``, ``client-key.pem``, as ``airflowless cluster
+                             up --tls`` writes): connect to a ``tls://`` scheduler with them.
+    ``AIRFLOWLESS_TLS_CA`` / ``_CERT`` / ``_KEY``  the same as three files (CA
+                             certificate, this client's certificate and key); each
+                             overrides the folder's file.
     """
 
     home: Path
@@ -46,6 +54,11 @@ class Settings:
     require_services: bool
     cuda_visible_devices: str | None
     serve_lease_s: float = 10.0
+    token: str | None = field(default=None, repr=False)  # a secret: kept out of logs
+    tls_dir: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -59,6 +72,11 @@ class Settings:
             require_services=env.get("AIRFLOWLESS_REQUIRE_SERVICES", "") in {"1", "true", "yes"},
             cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
             serve_lease_s=_seconds(env, "AIRFLOWLESS_SERVE_LEASE_S", 10.0),
+            token=env.get("AIRFLOWLESS_TOKEN") or None,
+            tls_dir=env.get("AIRFLOWLESS_TLS_DIR") or None,
+            tls_ca=env.get("AIRFLOWLESS_TLS_CA") or None,
+            tls_cert=env.get("AIRFLOWLESS_TLS_CERT") or None,
+            tls_key=env.get("AIRFLOWLESS_TLS_KEY") or None,
         )
 
 

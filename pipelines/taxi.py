@@ -103,7 +103,8 @@ def deploy(model: dict[str, Any], port: int, serve_seconds: float) -> dict[str, 
         row = {"passenger_count": 1, "trip_distance": 2.4, "fare_amount": 12.5, "trip_duration": 840.0,
                "hour": 22, "day_of_week": 5, "payment_type": 1}
         assert set(FEATURE_COLUMNS) <= set(row)
-        response = httpx.post(url, json=[row, {**row, "hour": 9, "day_of_week": 1}], timeout=30)
+        response = httpx.post(url, json=[row, {**row, "hour": 9, "day_of_week": 1}], timeout=30,
+                              verify=serve.http_client_ssl() or True)  # the cluster's CA when it runs on TLS
         if response.status_code != 200:
             raise RuntimeError(f"the served model answered {response.status_code}: {response.text}")
         answer = response.json()

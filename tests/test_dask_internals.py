@@ -136,3 +136,139 @@ def test_get_and_set_scheduler_metadata(cluster_client: Any, value: Any) -> None
     worker = internals.worker_addresses(cluster_client)[0]
     assert cluster_client.run(write_then_read, workers=[worker]) == {worker: value}
     assert cluster_client.get_metadata(key) == value
+
+
+def test_topic_subscribers_and_trim_topic(cluster_client: Any) -> None:
+    topic = f"airflowless-internals-{uuid.uuid4().hex}"
+
+    def subscribers(dask_scheduler: Any) -> set[str]:
+        return internals.topic_subscribers(dask_scheduler, topic)
+
+    def trim_and_count(dask_scheduler: Any) -> int:
+        internals.trim_topic(dask_scheduler, topic)
+        return len(dask_scheduler.get_events(topic))
+
+    assert cluster_client.run_on_scheduler(subscribers) == set()
+    cluster_client.subscribe_topic(topic, lambda event: None)
+    try:
+        eventually(lambda: cluster_client.run_on_scheduler(subscribers) == {cluster_client.id})
+        cluster_client.log_event(topic, {"n": 1})
+        eventually(lambda: len(cluster_client.get_events(topic)) == 1)
+        assert cluster_client.run_on_scheduler(trim_and_count) == 0
+    finally:
+        cluster_client.unsubscribe_topic(topic)
+        internals.forget_topic_handler(cluster_client, topic)
+    eventually(lambda: cluster_client.run_on_scheduler(subscribers) == set())
+
+
+def _dashboard(client: Any) -> tuple[Any, str]:
+    """The embedded cluster's scheduler object and its dashboard's base URL."""
+    scheduler = client.cluster.scheduler
+    return scheduler, client.dashboard_link.rsplit("/", 1)[0] + "/"
+
+
+def test_add_dashboard_nav_entry(cluster_client: Any) -> None:
+    import urllib.request
+
+    scheduler, base = _dashboard(cluster_client)
+    internals.add_dashboard_nav_entry(scheduler, "airflowless", [("airflowless/runs", "Airflowless Runs")])
+    internals.add_dashboard_nav_entry(scheduler, "airflowless", [("airflowless/runs", "Airflowless Runs")])
+    with urllib.request.urlopen(base + "status", timeout=30) as response:  # a Bokeh page, rendered now
+        html = response.read().decode()
+    assert html.count('<a href="airflowless">Airflowless</a>') == 1  # in the navigation bar, once
+    assert html.count('<a href="airflowless/runs">Airflowless Runs</a>') == 1  # in "More..."
+    assert '<a href="workers">Workers</a>' in html  # distributed's own entries are still there
+
+
+def test_individual_plots_handler(cluster_client: Any) -> None:
+    import json
+    import urllib.request
+
+    scheduler, base = _dashboard(cluster_client)
+    path = f"/individual-plots-{uuid.uuid4().hex[:8]}.json"
+    handler = internals.individual_plots_handler({"Airflowless Test": "/airflowless/test"})
+    scheduler.http_application.add_handlers(r".*$", [(path, handler, {"dask_server": scheduler})])
+    with urllib.request.urlopen(base + path.lstrip("/"), timeout=30) as response:
+        plots = json.loads(response.read())
+    assert plots["Airflowless Test"] == "/airflowless/test"
+    assert plots["Individual Task Stream"] == "/individual-task-stream"  # distributed's list is kept
+
+
+def _echo_handler(**kwargs: Any) -> dict[str, Any]:
+    return kwargs
+
+
+def test_add_scheduler_handlers(cluster_client: Any) -> None:
+    name = f"airflowless_test_echo_{uuid.uuid4().hex[:8]}"
+    internals.add_scheduler_handlers(cluster_client.cluster.scheduler, {name: _echo_handler})
+    answer = cluster_client.sync(getattr(cluster_client.scheduler, name), value=3)
+    assert answer == {"value": 3}
+
+
+def test_resource_view(cluster_client: Any) -> None:
+    gate = f"internals-view-{uuid.uuid4().hex}"
+    held = cluster_client.submit(_blocker, gate, resources={"CPU": 1}, pure=False)
+    lost = cluster_client.submit(_blocker, gate, resources={"NO-SUCH": 1}, pure=False)
+    try:
+        def view() -> Any:
+            return internals.resource_view(cluster_client.cluster.scheduler)
+
+        totals, processing, unrunnable = eventually(
+            lambda: (found := view()) and any(found[1]) and found[2] and found, timeout=30)
+        assert all(total.get("CPU") == 1.0 for total in totals)
+        assert [{"CPU": 1}] in processing  # the held task, on the worker that runs it
+        assert unrunnable == [{"NO-SUCH": 1}]  # no worker offers it
+    finally:
+        Event(gate, client=cluster_client).set()
+        held.result(timeout=60)
+        cluster_client.cancel([lost])
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def test_without_actors(cluster_client: Any) -> None:
+    future = cluster_client.submit(_Counter, actor=True, pure=False)
+    future.result(timeout=60)
+    try:
+        host = cluster_client.who_has(future)[future.key][0]
+        workers = list(cluster_client.cluster.scheduler.workers.values())
+        kept = internals.without_actors(workers)
+        assert {ws.address for ws in kept} == {ws.address for ws in workers} - {host}
+    finally:
+        cluster_client.cancel([future])
+
+
+def test_require_http_client_certificates(tmp_path: Any) -> None:
+    import ssl
+
+    import dask.config
+    from distributed import Scheduler
+
+    from airflowless.runtime import tls
+
+    files = tls.generate(tmp_path / "certs")
+
+    async def start(config: dict[str, str]) -> tuple[bool, Any]:
+        with dask.config.set(config):
+            async with Scheduler(host="127.0.0.1", port=0, dashboard_address="127.0.0.1:0") as scheduler:
+                changed = internals.require_http_client_certificates(scheduler)
+                return changed, getattr(scheduler.http_server, "ssl_options", None)
+
+    changed, context = asyncio.run(start(tls.dashboard_config(files, "scheduler")))
+    assert changed and isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_REQUIRED
+    assert asyncio.run(start({}))[0] is False  # a plain HTTP dashboard: nothing to require
+
+
+def test_extend_adaptive_target() -> None:
+    from distributed import Scheduler
+
+    async def scenario() -> tuple[int, int]:
+        async with Scheduler(host="127.0.0.1", port=0, dashboard_address="127.0.0.1:0") as scheduler:
+            internals.extend_adaptive_target(scheduler, lambda dask_target: dask_target + 5)
+            async with Client(scheduler.address, asynchronous=True) as client:
+                return scheduler.adaptive_target(), await client.scheduler.adaptive_target()
+
+    assert asyncio.run(scenario()) == (5, 5)

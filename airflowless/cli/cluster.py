@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -21,9 +22,25 @@ def cluster() -> None:
               help="Interface to bind; the default keeps the cluster private to this machine.")
 @click.option("--resources", default=None, metavar="NAME=AMOUNT[,...]",
               help="Resources each worker declares (default CPU=<threads>).")
+@click.option("--tls", "use_tls", is_flag=True,
+              help="Run every port on TLS with certificates generated into $AIRFLOWLESS_HOME/tls.")
+@click.option("--tls-dir", default=None, type=click.Path(file_okay=False),
+              help="Use the certificates in this folder (ca.pem, <role>.pem, <role>-key.pem); implies --tls.")
+@click.option("--tls-host", "tls_hosts", multiple=True, metavar="NAME",
+              help="Another host name or address the generated certificates should name (repeatable).")
+@click.option("--adapt", default=None, metavar="MIN:MAX",
+              help="Add and retire workers between MIN and MAX as ranks, trials and stages wait "
+                   "(instead of --workers).")
 def up(workers: int, threads: int, port: int, dashboard_port: int | None, host: str,
-       resources: str | None) -> None:
-    """Start a scheduler and WORKERS workers; print the address to use."""
+       resources: str | None, use_tls: bool, tls_dir: str | None, tls_hosts: tuple[str, ...],
+       adapt: str | None) -> None:
+    """Start a scheduler and WORKERS workers; print the address to use.
+
+    With --tls every port (scheduler, workers, dashboards) requires a
+    certificate from the cluster's CA; drivers join with
+    AIRFLOWLESS_TLS_DIR pointing at a folder holding ca.pem, client.pem and
+    client-key.pem.
+    """
     from ..errors import AirflowlessError
     from ..runtime.processes import is_alive, load_state, save_state, start_process_cluster
 
@@ -34,16 +51,30 @@ def up(workers: int, threads: int, port: int, dashboard_port: int | None, host: 
         sys.exit(1)
     try:
         declared = _parse_resources(resources)
-        started = start_process_cluster(n_workers=workers, threads_per_worker=threads, scheduler_port=port,
-                                        dashboard_port=dashboard_port, host=host, resources=declared)
+        certificates = _certificates(use_tls, tls_dir, tls_hosts, host)
+        if adapt is not None:
+            started = _start_adaptive(adapt, certificates, threads=threads, port=port,
+                                      dashboard_port=dashboard_port, host=host, resources=declared)
+        else:
+            started = start_process_cluster(n_workers=workers, threads_per_worker=threads, scheduler_port=port,
+                                            dashboard_port=dashboard_port, host=host, resources=declared,
+                                            tls=certificates)
     except AirflowlessError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     path = save_state(started)
     click.echo(f"scheduler  {started.address}")
     click.echo(f"dashboard  {started.dashboard_link}")
-    click.echo(f"workers    {len(started.worker_pids)} (logs in {started.log_dir})")
-    click.echo(f"use it:    export AIRFLOWLESS_ADDRESS={started.address}   (state in {path})")
+    if adapt is not None:
+        click.echo(f"workers    adaptive, {adapt} (logs in {started.log_dir})")
+    else:
+        click.echo(f"workers    {len(started.worker_pids)} (logs in {started.log_dir})")
+    if started.tls_dir:
+        click.echo(f"tls        certificates in {started.tls_dir} (drivers need ca.pem, client.pem, client-key.pem)")
+        click.echo(f"use it:    export AIRFLOWLESS_ADDRESS={started.address} AIRFLOWLESS_TLS_DIR={started.tls_dir}"
+                   f"   (state in {path})")
+    else:
+        click.echo(f"use it:    export AIRFLOWLESS_ADDRESS={started.address}   (state in {path})")
 
 
 @cluster.command("down")
@@ -72,6 +103,38 @@ def status() -> None:
     alive = sum(is_alive(pid) for pid in existing.worker_pids)
     click.echo(f"up at {existing.address}, {alive}/{len(existing.worker_pids)} workers alive, "
                f"dashboard {existing.dashboard_link}")
+
+
+def _certificates(use_tls: bool, tls_dir: str | None, hosts: tuple[str, ...], bind: str) -> str | None:
+    """The folder of certificates to run on: ``tls_dir``, or one generated in the home (None: no TLS)."""
+    from ..runtime import tls
+    from ..settings import get_settings
+
+    if tls_dir is not None:
+        return str(tls.load(tls_dir).directory)
+    if not use_tls:
+        return None
+    extra = [*hosts, bind] if bind not in {"0.0.0.0", "::", ""} else list(hosts)
+    return str(tls.generate(get_settings().home / "tls", hosts=extra).directory)
+
+
+def _start_adaptive(adapt: str, certificates: str | None, **options: Any) -> Any:
+    """``--adapt MIN:MAX``: one process holding the scheduler and the workers it adds and retires."""
+    from ..errors import ConfigError
+    from ..runtime.processes import start_adaptive_cluster
+
+    low, sep, high = adapt.partition(":")
+    try:
+        minimum, maximum = int(low), int(high)
+    except ValueError:
+        raise ConfigError(f"--adapt takes MIN:MAX worker counts like 1:4, got {adapt!r}") from None
+    if not sep:
+        raise ConfigError(f"--adapt takes MIN:MAX worker counts like 1:4, got {adapt!r}")
+    if certificates is not None:
+        raise ConfigError("--adapt does not run on TLS yet; start a --tls cluster with --workers N")
+    return start_adaptive_cluster(minimum=minimum, maximum=maximum, threads_per_worker=options["threads"],
+                                  scheduler_port=options["port"], dashboard_port=options["dashboard_port"],
+                                  host=options["host"], resources=options["resources"])
 
 
 def _parse_resources(text: str | None) -> dict[str, float] | None:

@@ -10,6 +10,7 @@ from .experiments import experiments
 from .run import run
 from .runs import runs
 from .serve import serve
+from .ui import ui
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,6 +38,7 @@ cli.add_command(runs)
 cli.add_command(cluster)
 cli.add_command(experiments)
 cli.add_command(serve)
+cli.add_command(ui)
 
 
 def main() -> None:

@@ -29,8 +29,10 @@ from ..errors import AirflowlessError, ClusterLostError, ParameterError, RunCanc
               help="Resume a failed run: reuse its finished stages, run the rest.")
 @click.option("--no-cache", is_flag=True, help="Run every stage, even if an earlier output matches.")
 @click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+@click.option("--tls", "use_tls", is_flag=True,
+              help="Run the embedded cluster on TLS with generated certificates (every port, serve included).")
 def run(target: str, params: tuple[str, ...], address: str | None, resume: int | None,
-        no_cache: bool, db: str | None) -> None:
+        no_cache: bool, db: str | None, use_tls: bool) -> None:
     """Run the pipeline TARGET: a file or module, optionally :NAME (pipelines/taxi.py:taxi)."""
     from ..dag import load_pipeline
     from ..dag.params import parse_assignments
@@ -50,7 +52,8 @@ def run(target: str, params: tuple[str, ...], address: str | None, resume: int |
             except KeyError as exc:
                 raise ParameterError(f"cannot resume: {exc.args[0]}; see `airflowless runs list`") from None
             pipe.graph(**values)  # the resumed run's parameters still trace
-        client = init(address or _background_cluster())
+        chosen = address or _background_cluster()
+        client = init(chosen, security=True if use_tls and not chosen else _background_tls(chosen))
         try:
             result = pipe.run(values, client=client, store=store, cache=not no_cache, resume=resume,
                               raise_on_failure=False)
@@ -61,7 +64,7 @@ def run(target: str, params: tuple[str, ...], address: str | None, resume: int |
             with contextlib.suppress(Exception):  # a cluster that went away may not close cleanly
                 shutdown()
     except RunCancelled as exc:
-        name = signal.Signals(exc.signum).name
+        name = exc.reason or signal.Signals(exc.signum).name
         click.echo(f"run {exc.run_id} cancelled by {name}; resume with: "
                    f"airflowless run {target} --resume {exc.run_id}", err=True)
         sys.exit(exc.exit_code)
@@ -83,6 +86,24 @@ def run(target: str, params: tuple[str, ...], address: str | None, resume: int |
     if result.value is not None:
         click.echo(f"result: {result.value!r}")
 
+
+
+def _background_tls(address: str | None) -> str | None:
+    """The certificates of the cluster `airflowless cluster up --tls` started at ``address`` (None: none)."""
+    from ..runtime.processes import load_state
+
+    state = load_state() if address else None
+    if state is None or state.address != address or _settings_name_tls():
+        return None
+    return state.tls_dir
+
+
+def _settings_name_tls() -> bool:
+    """Whether AIRFLOWLESS_TLS_* name certificates (they win over the background cluster's)."""
+    from ..settings import get_settings
+
+    settings = get_settings()
+    return bool(settings.tls_dir or settings.tls_ca or settings.tls_cert or settings.tls_key)
 
 
 def _background_cluster() -> str | None:

@@ -12,8 +12,9 @@ run being resumed — are not run; if a later stage reads them, their task loads
 the stored output instead.
 
 Every way out of :func:`execute` settles every stage row: the run ends
-``succeeded`` or ``failed`` as its stages did; ``cancelled`` on SIGINT/SIGTERM
-(:class:`~airflowless.errors.RunCancelled`); ``failed`` with a
+``succeeded`` or ``failed`` as its stages did; ``cancelled`` on SIGINT/SIGTERM or a
+control-plane request (:class:`~airflowless.errors.RunCancelled`; see
+:mod:`airflowless.control.actions`); ``failed`` with a
 :class:`~airflowless.errors.ClusterLostError` when the scheduler goes away.
 While it runs, the driver keeps a heartbeat (:mod:`.lifecycle`).
 """
@@ -166,8 +167,9 @@ def _settle(store: Store, run_id: int, client: Client, exc: BaseException) -> Ba
     """Record how the run ended after ``exc`` (every stage row settled); return what to raise."""
     if isinstance(exc, KeyboardInterrupt):
         signum = exc.signum if isinstance(exc, RunCancelled) else int(signal.SIGINT)
-        status, error = RunStatus.CANCELLED, f"cancelled by {signal.Signals(signum).name}"
-        raised: BaseException = RunCancelled(signum, run_id)
+        reason = exc.reason if isinstance(exc, RunCancelled) else None
+        status, error = RunStatus.CANCELLED, f"cancelled by {reason or signal.Signals(signum).name}"
+        raised: BaseException = RunCancelled(signum, run_id, reason=reason)
     elif isinstance(exc, ClusterLostError) or _cluster_gone(client):
         raised = exc if isinstance(exc, ClusterLostError) else ClusterLostError(
             run_id, str(client.scheduler.address), _unsettled(store, run_id))
@@ -199,6 +201,7 @@ class _Watch:
         self.futures: dict[str, Future] = {}
         self.starts: dict[str, int] = {}  # times each stage's body was started, on any worker
         self.deadlines: dict[str, float] = {}  # hard deadlines of running attempts (driver clock)
+        self.cancel_requested: str | None = None  # who asked to cancel the run from outside (control plane)
 
     def _needed(self) -> set[str]:
         """Nodes to submit: those to run, and the reused ones a node to run reads."""
@@ -235,20 +238,26 @@ class _Watch:
     def run(self, raise_on_failure: bool) -> RunResult:
         from distributed import wait
 
+        from ..control.actions import listen, run_topic
+
         self.client.subscribe_topic(EVENT_TOPIC, self._on_event)
         pending: set[str] = set()
+        control = contextlib.ExitStack()
+        control.enter_context(listen(self.client, run_topic(self.graph.pipeline, self.run_id), self._on_control))
         try:
             self._submit()
             pending = set(self.futures)
             while pending:
-                with contextlib.suppress(TimeoutError):
+                with contextlib.suppress(TimeoutError), self.client.as_current():  # wait() asks for the current client
                     wait([self.futures[n] for n in pending], timeout=0.25, return_when="FIRST_COMPLETED")
                 self._drain_events()
+                if self.cancel_requested is not None:  # as on SIGINT: futures cancelled below, run settled
+                    raise RunCancelled(int(signal.SIGTERM), self.run_id, reason=self.cancel_requested)
                 if _cluster_gone(self.client):  # Dask cancels every future when the scheduler is lost
                     raise self._lost()
                 for name in [n for n in pending if self.futures[n].done()]:
+                    self._finished(name)  # then discarded: a signal meanwhile leaves it to _record_finished
                     pending.discard(name)
-                    self._finished(name)
                 pending -= self._enforce_deadlines(pending)
             self._drain_events()
         except BaseException:
@@ -258,6 +267,7 @@ class _Watch:
                     self.client.cancel(list(self.futures.values()))
             raise
         finally:
+            control.close()
             if not _cluster_gone(self.client):
                 with contextlib.suppress(Exception):
                     self.client.unsubscribe_topic(EVENT_TOPIC)
@@ -274,6 +284,10 @@ class _Watch:
     def _lost(self) -> ClusterLostError:
         unfinished = [n for n in self.order if n in self.futures and n not in self.outcomes]
         return ClusterLostError(self.run_id, str(self.client.scheduler.address), unfinished)
+
+    def _on_control(self, message: dict[str, Any]) -> None:
+        if message.get("action") == "cancel" and message.get("run_id") == self.run_id:
+            self.cancel_requested = "a control-plane request"
 
     def _on_event(self, event: tuple[float, dict[str, Any]]) -> None:
         _, message = event

@@ -25,6 +25,7 @@ from .block import concat, rebatch, to_batch
 from .consume import iter_blocks, iter_futures, last_execution, map_reduce
 from .logical import operators as lo
 from .logical.operators import render
+from .stats import DatasetStats, OperatorStats
 from .transforms import (
     AddColumnFn,
     DropFn,
@@ -400,21 +401,16 @@ class Dataset:
         print(text)
         return text
 
-    def stats(self) -> str:
-        """Per-operator tasks, blocks, rows, bytes and time of the last execution in this process."""
+    def stats(self) -> DatasetStats:
+        """Per-operator tasks, blocks, rows, bytes and time of the last execution in this process.
+
+        A ``str`` (print it for the table) whose ``.plot()`` charts time and rows per operator.
+        """
         ex = last_execution()
         if ex is None:
-            return "nothing has run yet"
-        lines = [f"{'operator':<60} {'tasks':>6} {'blocks':>7} {'rows':>10} {'MB':>9} {'time s':>8}"]
-        for s in ex.stats.values():
-            rows = "-" if s.rows is None else str(s.rows)
-            mb = "-" if s.bytes is None else f"{s.bytes / 1e6:.1f}"
-            wall = "-" if s.wall_s is None else f"{s.wall_s:.2f}"
-            blocks = str(s.blocks) if s.blocks else "-"
-            lines.append(f"{s.name[:60]:<60} {s.tasks:>6} {blocks:>7} {rows:>10} {mb:>9} {wall:>8}")
-        lines.append(f"peak block bytes held by the consumer: {ex.peak_held_bytes / 1e6:.1f} MB "
-                     f"(budget {ex.budget / 1e6:.0f} MB)")
-        return "\n".join(lines)
+            return DatasetStats.empty()
+        return DatasetStats.of([OperatorStats(s.name, s.tasks, s.blocks, s.rows, s.bytes, s.wall_s)
+                                for s in ex.stats.values()], peak_held_bytes=ex.peak_held_bytes, budget=ex.budget)
 
     def __repr__(self) -> str:
         return f"Dataset(plan={self._plan.label})"

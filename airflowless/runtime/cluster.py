@@ -37,6 +37,7 @@ class _Runtime:
     client: Client
     cluster: Any | None  # the embedded cluster we own, if any
     address: str | None  # the address asked for, None for the embedded cluster
+    tls: Any | None = None  # the TLS files in use, and the Dask config to undo at shutdown
 
 
 _lock = threading.RLock()
@@ -56,6 +57,8 @@ def init(
     dashboard_address: str | None = ":8787",
     host: str = "127.0.0.1",
     quiet: bool = False,
+    cluster: Any | None = None,
+    security: Any | None = None,  # issue 14: TLS (owner: TLS helper)
 ) -> Client:
     """Start an embedded cluster or connect to one; return its ``distributed.Client``.
 
@@ -72,54 +75,146 @@ def init(
     one. Binding wider is explicit: ``host="0.0.0.0"`` or
     ``dashboard_address="0.0.0.0:8787"``. Workers are ``python -m`` processes
     that never import your script, so a script needs no ``__main__`` guard.
+
+    ``cluster`` connects to any ``distributed`` Cluster object you made
+    (``LocalCluster``, dask-jobqueue's ``SLURMCluster``, dask-kubernetes'
+    ``KubeCluster``); its workers that declare no resources get ``CPU``,
+    ``GPU`` and ``MEMORY`` from what they run with, and
+    ``airflowless.runtime.adaptive.adapt(cluster, minimum, maximum)`` scales
+    it for what airflowless waits for. :func:`shutdown` leaves it running.
+
+    ``security`` turns on TLS (:mod:`airflowless.runtime.tls`): ``True``
+    generates a CA and certificates for this embedded cluster; a folder of
+    certificates, a ``TLSFiles`` or a ``distributed.security.Security`` uses
+    yours. Every port then speaks TLS and requires a certificate from the
+    cluster's CA: ``tls://`` comms, the dashboard over HTTPS, serve's data
+    plane and HTTP ingress. To join a ``tls://`` scheduler, pass the folder
+    given to drivers, or set ``AIRFLOWLESS_TLS_DIR`` (or ``AIRFLOWLESS_TLS_CA``,
+    ``_CERT``, ``_KEY``).
     """
     global _runtime
     with _lock:
         if _live(_runtime):
             assert _runtime is not None
+            if cluster is not None and address is None:
+                address = _address_of(cluster)
             if address is not None and address != _runtime.address:
                 where = _runtime.address or "an embedded cluster"
                 raise ConfigError(
                     f"airflowless is already connected to {where}; call airflowless.shutdown() "
                     f"before connecting to {address}"
                 )
+            if security not in (None, False) and _runtime.tls is None:
+                raise ConfigError("airflowless is already running without TLS; call airflowless.shutdown() "
+                                  "before init(security=...)")
             return _runtime.client
+        if cluster is not None and address is not None:
+            raise ConfigError(f"init() takes a cluster or an address, got both (address={address!r}); "
+                              "pass only one")
         if n_workers is not None and n_workers < 1:
             raise ConfigError(f"n_workers must be at least 1, got {n_workers}")
         if threads_per_worker < 1:
             raise ConfigError(f"threads_per_worker must be at least 1, got {threads_per_worker}")
         settings = get_settings()
         address = address or settings.address
-        if address:
-            client, cluster = _connect(address), None
+        tls_files = _tls_files(security, settings, joining=bool(address or cluster is not None))
+        if cluster is not None:  # the user's cluster: theirs to close, not shutdown()'s
+            client, address, cluster = _attach(cluster), _address_of(cluster), None
+        elif address:
+            client, cluster = _connect(address, tls_files), None
         else:
             plans = plan_workers(
                 gpus=detect_gpus(settings.cuda_visible_devices),
                 n_workers=n_workers, threads_per_worker=threads_per_worker,
             )
             cluster = _start_local(plans, host=host, memory_limit=memory_limit,
-                                   dashboard_address=dashboard_address)
+                                   dashboard_address=dashboard_address, tls_files=tls_files)
             from distributed import Client
 
             client = Client(cluster, set_as_default=True)
             atexit.unregister(shutdown)
             atexit.register(shutdown)  # after distributed's own exit hooks, so it runs before them
         _install_plugins(client)
-        _runtime = _Runtime(client=client, cluster=cluster, address=address or None)
+        _runtime = _Runtime(client=client, cluster=cluster, address=address or None, tls=tls_files)
+        control = _install_control_plane(cluster)
         if not quiet:
             where = "embedded cluster" if cluster is not None else f"cluster at {address}"
             workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))
             print(f"airflowless: {where}, {workers} workers, dashboard {client.dashboard_link}",
                   file=sys.stderr)
+            if control:
+                print(control, file=sys.stderr)
         return client
 
 
-def _connect(address: str) -> Client:
+def _attach(cluster: Any) -> Client:
+    """A client of ``cluster`` (any ``distributed`` Cluster), with airflowless's resources and demand.
+
+    Workers that declare no resources get ``CPU``/``GPU``/``MEMORY`` from what
+    they run with (:mod:`airflowless.runtime.declare_resources`); the scheduler
+    learns what airflowless waits for (:mod:`airflowless.runtime.adaptive`), so
+    ``airflowless.runtime.adaptive.adapt(cluster, ...)`` grows it for ranks and trials.
+    """
     from distributed import Client
 
-    _check_reachable(address)
+    from .adaptive import DemandPlugin
+    from .declare_resources import DeclareResources
+
+    if not hasattr(cluster, "scheduler_address"):
+        raise ConfigError(f"init(cluster=...) expects a distributed Cluster object (LocalCluster, "
+                          f"SLURMCluster, KubeCluster, ...), got {type(cluster).__name__}; pass an address "
+                          "string as init(address) instead")
+    client = Client(cluster, set_as_default=True)
+    client.register_plugin(DemandPlugin())
+    client.register_plugin(DeclareResources())
+    return client
+
+
+def _address_of(cluster: Any) -> str:
+    return str(cluster.scheduler_address)
+
+
+def _tls_files(security: Any, settings: Any, *, joining: bool) -> Any:
+    """``security`` (else the ``AIRFLOWLESS_TLS_*`` settings) as TLS files, with the dashboard's config set."""
+    if security is None and not (settings.tls_dir or settings.tls_ca or settings.tls_cert or settings.tls_key):
+        return None
+    if security is True and joining:
+        raise ConfigError("security=True generates certificates for an embedded cluster, but this joins a "
+                          "running one; pass its certificates instead (security=FOLDER, or AIRFLOWLESS_TLS_DIR)")
+    from . import tls
+
+    files = tls.resolve(security) if security is not None else tls.from_settings(settings)
+    return None if files is None else tls.DriverTLS(files, owned=security is True)
+
+
+def _install_control_plane(cluster: Any) -> str | None:
+    """Put the control plane (pages, API, metrics) on the embedded scheduler; the line that says where.
+
+    The scheduler runs in this process, so its pages read the store this driver
+    uses (AIRFLOWLESS_DB / AIRFLOWLESS_HOME as they are when a page is read).
+    """
+    scheduler = getattr(cluster, "scheduler", None)
+    if scheduler is None or getattr(scheduler, "http_application", None) is None:
+        return None
     try:
-        return Client(address, timeout=10, set_as_default=True)
+        from ..control import mount
+
+        ctx = mount.install(scheduler, follow_settings=True)
+    except Exception as exc:  # the cluster works without its pages: say why they are missing
+        return f"airflowless: control plane not installed ({type(exc).__name__}: {exc})"
+    if ctx is None:
+        return None
+    return f"airflowless: control plane {mount.link(scheduler)} (token in {ctx.token_hint})"
+
+
+def _connect(address: str, tls_files: Any = None) -> Client:
+    from distributed import Client
+
+    security = tls_files.security if tls_files is not None else None
+    if security is None:
+        _check_reachable(address)
+    try:
+        return Client(address, timeout=10, set_as_default=True, security=security)
     except (OSError, TimeoutError) as exc:
         raise _unreachable(address, exc) from exc
 
@@ -142,9 +237,9 @@ def _check_reachable(address: str) -> None:
     scheme, location = parse_address(address)
     if scheme == "tls" and Security().get_connection_args("client").get("ssl_context") is None:
         raise ClusterError(
-            f"expected TLS settings to connect to {address!r}, got none; set the Dask config "
-            "distributed.comm.tls.ca-file, .client.cert and .client.key (or the "
-            "DASK_DISTRIBUTED__COMM__TLS__* environment variables), or connect to a tcp:// address"
+            f"expected TLS settings to connect to {address!r}, got none; set AIRFLOWLESS_TLS_DIR to "
+            "the cluster's certificates folder (ca.pem, client.pem, client-key.pem; `airflowless cluster "
+            "up --tls` prints it), or AIRFLOWLESS_TLS_CA/_CERT/_KEY, or pass init(security=FOLDER)"
         )
     if scheme not in {"tcp", "tls"}:
         return
@@ -158,7 +253,7 @@ def _check_reachable(address: str) -> None:
 
 
 def _start_local(plans: list[WorkerPlan], *, host: str, memory_limit: Any,
-                 dashboard_address: str | None) -> Any:
+                 dashboard_address: str | None, tls_files: Any = None) -> Any:
     """A ``SpecCluster``: the scheduler in this process, each worker a :class:`WorkerProcess`."""
     from distributed import Scheduler, SpecCluster
 
@@ -173,8 +268,11 @@ def _start_local(plans: list[WorkerPlan], *, host: str, memory_limit: Any,
     scheduler = {"cls": Scheduler, "options": {
         "host": host, "port": 0, "protocol": "tcp://", "dashboard": dashboard_address is not None,
         "dashboard_address": _dashboard_address(dashboard_address, host)}}
+    if tls_files is not None:  # every port on TLS, requiring the cluster's CA (airflowless.runtime.tls)
+        tls_files.apply(scheduler["options"], [spec["options"] for spec in workers.values()])
     return SpecCluster(scheduler=scheduler, workers=workers, worker=workers[plans[0].name],
-                       silence_logs=logging.WARN, name="airflowless")
+                       silence_logs=logging.WARN, name="airflowless",
+                       security=tls_files.security if tls_files is not None else None)
 
 
 def _dashboard_address(address: str | None, host: str) -> str | None:
@@ -232,6 +330,8 @@ def shutdown() -> None:
                 runtime.cluster.close()
         finally:
             scheduler_log.removeFilter(_drop_lost_task_warning)
+    if runtime.tls is not None:
+        runtime.tls.close()
 
 
 async def _close_workers(cluster: Any, drain_s: float = 2.0) -> None:

@@ -6,6 +6,10 @@ is started with ``python -m distributed.cli.dask_scheduler`` or
 and ``dask worker``) in its own session, so its pid is also its process-group
 id, and it outlives the Python process that started it. Output goes to
 ``scheduler.log`` and ``worker-<i>.log`` in the cluster's ``log_dir``.
+With ``tls`` (a folder of certificates, :mod:`airflowless.runtime.tls`) every
+process speaks ``tls://`` and serves its dashboard over HTTPS, requiring a
+certificate from the cluster's CA; its Dask TLS config reaches it as
+``DASK_DISTRIBUTED__...`` environment variables.
 
 Workers keep Dask's nanny: it enforces ``memory_limit`` by restarting a worker
 that exceeds it, brings back a worker whose task crashed the process, and makes
@@ -37,6 +41,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from airflowless.errors import ClusterError, ConfigError
 from airflowless.settings import get_settings
@@ -48,11 +53,13 @@ __all__ = [
     "kill_worker",
     "load_state",
     "save_state",
+    "start_adaptive_cluster",
     "start_process_cluster",
     "stop_process_cluster",
 ]
 
 _SCHEDULER_MODULE = "distributed.cli.dask_scheduler"
+_CONTROL_PLANE_PRELOAD = "airflowless.dashboard"  # pages, API and /metrics on the scheduler's dashboard
 _WORKER_MODULE = "distributed.cli.dask_worker"
 _LOG_TAIL_LINES = 25
 # Popen objects of the processes this Python process started, by pid, so that
@@ -78,6 +85,7 @@ class ProcessCluster:
     scheduler_pid: int
     worker_pids: tuple[int, ...]
     log_dir: str
+    tls_dir: str | None = None  # the certificates, when the cluster runs on TLS
 
     def to_json(self) -> str:
         """This cluster as a JSON object (the format of the state file)."""
@@ -94,6 +102,7 @@ class ProcessCluster:
                 scheduler_pid=int(data["scheduler_pid"]),
                 worker_pids=tuple(int(pid) for pid in data["worker_pids"]),
                 log_dir=str(data["log_dir"]),
+                tls_dir=str(data["tls_dir"]) if data.get("tls_dir") else None,
             )
         except (ValueError, TypeError, KeyError) as exc:
             raise ClusterError(
@@ -115,6 +124,7 @@ def start_process_cluster(
     worker_name_prefix: str = "worker",
     timeout: float = 30.0,
     env: dict[str, str] | None = None,
+    tls: str | Path | None = None,
 ) -> ProcessCluster:
     """Start a scheduler and ``n_workers`` single-process workers; return once all are connected.
 
@@ -146,14 +156,19 @@ def start_process_cluster(
     )
     logs.mkdir(parents=True, exist_ok=True)
     port, dport = _free_ports(host, scheduler_port or None, dashboard_port)
-    address = f"tcp://{_netloc(host, port)}"
+    address = f"{'tls' if tls else 'tcp'}://{_netloc(host, port)}"
     child_env = None if env is None else {**os.environ, **env}
+    tls_files, scheduler_env, tls_flags = _tls_setup(tls, child_env)
+    if tls_files is not None:
+        child_env = _tls_env(tls_files, "worker", child_env)
 
     procs: dict[str, subprocess.Popen[bytes]] = {}
     procs["scheduler"] = _launch(
-        [_SCHEDULER_MODULE, *_flags(host=host, port=port, dashboard_address=_netloc(host, dport))],
+        [_SCHEDULER_MODULE,
+         *_flags(host=host, port=port, dashboard_address=_netloc(host, dport), **tls_flags),
+         "--preload", _CONTROL_PLANE_PRELOAD],
         logs / "scheduler.log",
-        child_env,
+        scheduler_env,
     )
     resource_arg = " ".join(f"{name}={amount:g}" for name, amount in resources.items())
     for i in range(n_workers):
@@ -170,6 +185,7 @@ def start_process_cluster(
                     memory_limit=memory_limit,
                     dashboard_address=_netloc(host, 0),
                     death_timeout=f"{max(timeout, 60.0):g}",
+                    **({"preload": tls_flags["preload"]} if tls_flags else {}),
                 ),
             ],
             logs / f"worker-{i}.log",
@@ -177,13 +193,15 @@ def start_process_cluster(
         )
     cluster = ProcessCluster(
         address=address,
-        dashboard_link=f"http://{_netloc(host, dport)}/status",
+        dashboard_link=f"{'https' if tls_files else 'http'}://{_netloc(host, dport)}/status",
         scheduler_pid=procs["scheduler"].pid,
         worker_pids=tuple(procs[f"worker-{i}"].pid for i in range(n_workers)),
         log_dir=str(logs),
+        tls_dir=str(tls_files.directory) if tls_files is not None else None,
     )
     try:
-        _wait_until_up(address, n_workers, procs, deadline)
+        _wait_until_up(address, n_workers, procs, deadline,
+                       security=tls_files.security() if tls_files is not None else None)
     except BaseException as exc:
         stop_process_cluster(cluster, timeout=5.0)
         if not isinstance(exc, Exception):
@@ -193,6 +211,61 @@ def start_process_cluster(
             f"got: {exc}; see the logs below (kept in {logs}), and raise timeout= on a slow machine"
             f"\n{_log_tails(logs)}"
         ) from exc
+    return cluster
+
+
+def start_adaptive_cluster(
+    *,
+    minimum: int,
+    maximum: int,
+    threads_per_worker: int = 1,
+    resources: dict[str, float] | None = None,
+    host: str = "127.0.0.1",
+    scheduler_port: int = 0,
+    dashboard_port: int | None = None,
+    memory_limit: str = "auto",
+    log_dir: str | Path | None = None,
+    timeout: float = 30.0,
+    env: dict[str, str] | None = None,
+) -> ProcessCluster:
+    """Start a scheduler that adds and retires its own worker processes between ``minimum`` and ``maximum``.
+
+    One background process (:mod:`airflowless.runtime.adaptive_main`) holds the
+    scheduler and its workers, scaled by :func:`airflowless.runtime.adaptive.adapt`
+    (for what ranks, trials and stages wait for). Returns once ``minimum``
+    workers are connected; ``worker_pids`` is empty (the workers come and go
+    with that process, which :func:`stop_process_cluster` stops).
+
+    >>> cluster = start_adaptive_cluster(minimum=1, maximum=4)   # doctest: +SKIP
+    """
+    if isinstance(minimum, bool) or isinstance(maximum, bool) or not 0 <= minimum <= maximum or maximum < 1:
+        raise ConfigError(f"expected 0 <= minimum <= maximum and maximum >= 1, got {minimum}:{maximum}; "
+                          "pass e.g. --adapt 1:4")
+    resources = _validate(n_workers=1, threads_per_worker=threads_per_worker, resources=resources,
+                          scheduler_port=scheduler_port, dashboard_port=dashboard_port, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    logs = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="airflowless-cluster-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    port, dport = _free_ports(host, scheduler_port or None, dashboard_port)
+    address = f"tcp://{_netloc(host, port)}"
+    resource_arg = " ".join(f"{name}={amount:g}" for name, amount in resources.items())
+    procs = {"scheduler": _launch(
+        ["airflowless.runtime.adaptive_main",
+         *_flags(host=host, port=port, dashboard_address=_netloc(host, dport), minimum=minimum,
+                 maximum=maximum, nthreads=threads_per_worker, resources=resource_arg,
+                 memory_limit=memory_limit)],
+        logs / "scheduler.log", None if env is None else {**os.environ, **env})}
+    cluster = ProcessCluster(address=address, dashboard_link=f"http://{_netloc(host, dport)}/status",
+                             scheduler_pid=procs["scheduler"].pid, worker_pids=(), log_dir=str(logs))
+    try:
+        _wait_until_up(address, minimum, procs, deadline)
+    except BaseException as exc:
+        stop_process_cluster(cluster, timeout=5.0)
+        if not isinstance(exc, Exception):
+            raise
+        raise ClusterError(
+            f"expected an adaptive Dask cluster at {address} with {minimum} worker(s) within {timeout:g} s, "
+            f"got: {exc}; see the logs below (kept in {logs})\n{_log_tails(logs)}") from exc
     return cluster
 
 
@@ -344,8 +417,28 @@ def _launch(
     return proc
 
 
+def _tls_setup(
+    tls: str | Path | None, env: dict[str, str] | None
+) -> tuple[Any, dict[str, str] | None, dict[str, str]]:
+    """The certificates, the scheduler's environment and the extra scheduler flags for ``tls``."""
+    if tls is None:
+        return None, env, {}
+    from airflowless.runtime import tls as tls_module
+
+    files = tls_module.load(tls)
+    return files, _tls_env(files, "scheduler", env), {"protocol": "tls", "preload": tls_module.__name__}
+
+
+def _tls_env(files: Any, role: str, env: dict[str, str] | None) -> dict[str, str]:
+    """``env`` (default this process's) plus the Dask TLS config of ``role`` as ``DASK_*`` variables."""
+    from airflowless.runtime import tls as tls_module
+
+    return {**(env if env is not None else os.environ), **tls_module.dask_environ(files, role)}
+
+
 def _wait_until_up(
-    address: str, n_workers: int, procs: dict[str, subprocess.Popen[bytes]], deadline: float
+    address: str, n_workers: int, procs: dict[str, subprocess.Popen[bytes]], deadline: float,
+    security: Any = None,
 ) -> None:
     """Return once the scheduler has ``n_workers`` workers; raise if a process exits or time is up."""
     import asyncio
@@ -365,8 +458,9 @@ def _wait_until_up(
     try:
         while client is None:
             with suppress(OSError):  # the scheduler is not listening yet
-                client = Client(address, timeout=min(2.0, check_running()), set_as_default=False)
-        while True:
+                client = Client(address, timeout=min(2.0, check_running()), set_as_default=False,
+                                security=security)
+        while n_workers > 0:  # 0: an adaptive cluster that starts empty
             try:
                 client.wait_for_workers(n_workers, timeout=min(1.0, check_running()))
                 return
@@ -423,7 +517,7 @@ def _is_ours(pid: int) -> bool:
         return not Path("/proc/self").exists()
     except OSError:
         return False
-    return b"distributed" in cmdline or b"dask" in cmdline
+    return b"distributed" in cmdline or b"dask" in cmdline or b"airflowless.runtime.adaptive_main" in cmdline
 
 
 def _reap(pid: int) -> None:

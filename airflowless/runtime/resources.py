@@ -5,6 +5,12 @@ a machine without GPUs.
 
 >>> plan_workers(cpus=4, gpus=())
 [WorkerPlan(name='cpu-0', nthreads=1, resources={'CPU': 1.0}, env={}), ...]
+
+Workers of a cluster airflowless did not start (``init(cluster=...)``, a
+``dask worker`` without ``--resources``) declare what :func:`worker_resources`
+says from their threads, memory limit and visible GPUs; :func:`spec_resources`
+reads the same from a cluster's worker spec, for adaptive scaling to know what
+a new worker will bring.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["WorkerPlan", "plan_workers", "detect_gpus"]
+__all__ = ["WorkerPlan", "plan_workers", "detect_gpus", "worker_resources", "spec_resources"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +71,65 @@ def plan_workers(
         WorkerPlan(f"cpu-{i}", threads_per_worker, {"CPU": float(threads_per_worker)})
         for i in range(count)
     ]
+
+
+def worker_resources(*, nthreads: int, memory_limit: float | None,
+                     cuda_visible_devices: str | None) -> dict[str, float]:
+    """What a worker that declares nothing offers: ``CPU`` = threads, ``GPU`` = visible GPUs
+    (only when ``CUDA_VISIBLE_DEVICES`` names some), ``MEMORY`` = its memory limit in bytes.
+
+    >>> worker_resources(nthreads=2, memory_limit=4e9, cuda_visible_devices="0")
+    {'CPU': 2.0, 'GPU': 1.0, 'MEMORY': 4000000000.0}
+    """
+    found = {"CPU": float(max(1, nthreads))}
+    if cuda_visible_devices:
+        gpus = detect_gpus(cuda_visible_devices)
+        if gpus:
+            found["GPU"] = float(len(gpus))
+    if memory_limit:
+        found["MEMORY"] = float(memory_limit)
+    return found
+
+
+def spec_resources(spec: dict[str, Any]) -> dict[str, float] | None:
+    """The resources a worker started from a ``SpecCluster`` worker spec will declare, if known.
+
+    Understands ``distributed`` workers and nannies (``nthreads``,
+    ``memory_limit``, ``resources``, ``env``) and dask-jobqueue jobs (``cores``,
+    ``memory`` and ``processes`` per job, ``--resources`` in
+    ``worker_extra_args``). None when the spec says too little.
+
+    >>> spec_resources({"cls": object, "options": {"cores": 2, "memory": "4GB", "processes": 1}})
+    {'CPU': 2.0, 'MEMORY': 4000000000.0}
+    """
+    from dask.utils import parse_bytes
+
+    options = spec.get("options") or {}
+    declared = options.get("resources") or _resources_arg(options.get("worker_extra_args") or ())
+    if declared:
+        return {str(k): float(v) for k, v in declared.items()}
+    processes = int(options.get("processes") or 1)
+    threads = options.get("nthreads") or (int(options["cores"]) // processes if options.get("cores") else None)
+    if not threads:
+        return None
+    memory = options.get("memory_limit") or options.get("memory")
+    limit = None
+    if isinstance(memory, (int, float)) and memory > 0:
+        limit = float(memory)
+    elif isinstance(memory, str) and memory != "auto":
+        limit = float(parse_bytes(memory)) / (processes if "memory" in options else 1)
+    env = options.get("env") or {}
+    return worker_resources(nthreads=int(threads), memory_limit=limit,
+                            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _resources_arg(args: Any) -> dict[str, float]:
+    """``--resources "CPU=1 GPU=1"`` (or ``--resources=...``) in a worker's command-line arguments."""
+    args = list(args)
+    for i, arg in enumerate(args):
+        text = args[i + 1] if arg == "--resources" and i + 1 < len(args) else (
+            arg.split("=", 1)[1] if str(arg).startswith("--resources=") else None)
+        if text is not None:
+            pairs = (part.split("=", 1) for part in str(text).replace(",", " ").split() if "=" in part)
+            return {name: float(amount) for name, amount in pairs}
+    return {}

@@ -9,8 +9,9 @@ Functions defined in the script still arrive by value (cloudpickle pickles
 
 SPEC is a JSON object: ``scheduler`` (address), ``worker`` (keyword arguments
 of ``distributed.Worker``), ``sys_path`` (the driver's), ``ready_fd`` (a pipe
-the worker's address is written to once it is registered) and ``silence_logs``
-(a logging level for ``distributed``).
+the worker's address is written to once it is registered), ``silence_logs``
+(a logging level for ``distributed``) and ``tls`` (a folder of certificates,
+or null: see :mod:`airflowless.runtime.tls`).
 
 The driver holds the write end of this process's stdin. When it closes —
 whatever ends the driver, SIGKILL included — the process kills its own
@@ -54,10 +55,21 @@ def main(argv: list[str]) -> None:
     from distributed import Worker
     from distributed.utils import silence_logging_cmgr
 
-    from airflowless._dask_internals import wait_for_signals
+    from airflowless._dask_internals import require_http_client_certificates, wait_for_signals
+
+    options = dict(spec["worker"])
+    if spec.get("tls"):
+        import dask.config
+
+        from airflowless.runtime import tls
+
+        files = tls.load(spec["tls"])
+        options["security"] = files.security()
+        dask.config.set(tls.dashboard_config(files, "worker"))
 
     async def run() -> None:
-        worker = await Worker(spec["scheduler"], **spec["worker"])
+        worker = await Worker(spec["scheduler"], **options)
+        require_http_client_certificates(worker)
         with os.fdopen(spec["ready_fd"], "w") as ready:
             ready.write(f"{worker.address}\n")
         signals = asyncio.ensure_future(wait_for_signals())

@@ -14,7 +14,11 @@ driver's side of one, as a ``SpecCluster`` worker class:
 - ``close`` sends SIGTERM (the worker closes gracefully), then SIGKILL to its
   process group if it is still there after ``close_timeout`` seconds;
 - the process dies with the driver: it watches its stdin, whose write end only
-  the driver holds.
+  the driver holds;
+- ``Client.restart()`` works: the worker names, as its ``nanny``, a small server
+  in the driver (:meth:`WorkerProcess._answer_as_nanny`) that answers the
+  scheduler's ``kill`` by killing the process and returning once the new one
+  has registered.
 
 The environment of the process is the driver's plus what a Nanny would set
 (``distributed.nanny.pre-spawn-environ`` and ``.environ``, e.g.
@@ -34,6 +38,7 @@ from contextlib import suppress
 from typing import Any
 
 import dask.config
+from distributed.core import Server
 from distributed.deploy.spec import ProcessInterface
 
 from ..errors import ClusterError
@@ -49,7 +54,10 @@ class WorkerProcess(ProcessInterface):
     """One ``distributed.Worker`` in a child process of the driver; a ``SpecCluster`` worker class.
 
     ``worker_kwargs`` go to ``distributed.Worker`` and must be JSON values
-    (``nthreads``, ``resources``, ``memory_limit``, ``host``...).
+    (``nthreads``, ``resources``, ``memory_limit``, ``host``...). ``tls`` is a
+    folder of certificates (:mod:`airflowless.runtime.tls`): the worker then
+    listens on ``tls://`` and serves its dashboard over HTTPS, both requiring a
+    certificate from the cluster's CA.
 
     >>> from distributed import Scheduler, SpecCluster                       # doctest: +SKIP
     >>> spec = {"cls": WorkerProcess, "options": {"nthreads": 1, "host": "127.0.0.1"}}
@@ -59,7 +67,7 @@ class WorkerProcess(ProcessInterface):
 
     def __init__(self, scheduler: str, *, name: str, env: dict[str, str] | None = None,
                  start_timeout: float = 120.0, close_timeout: float = 10.0,
-                 silence_logs: int = logging.WARN, **worker_kwargs: Any) -> None:
+                 silence_logs: int = logging.WARN, tls: str | None = None, **worker_kwargs: Any) -> None:
         super().__init__(scheduler=scheduler, name=name)
         self.scheduler = scheduler
         self.name = name
@@ -67,10 +75,13 @@ class WorkerProcess(ProcessInterface):
         self.start_timeout = start_timeout
         self.close_timeout = close_timeout
         self.silence_logs = silence_logs
+        self.tls = tls
         self.worker_kwargs = {**worker_kwargs, "name": name}
         self.process: asyncio.subprocess.Process | None = None
         self._closing = False
         self._supervisor: asyncio.Task[None] | None = None
+        self._nanny: Server | None = None
+        self._restarted: asyncio.Future[None] | None = None  # set while the scheduler restarts this worker
 
     @property
     def pid(self) -> int | None:
@@ -78,6 +89,7 @@ class WorkerProcess(ProcessInterface):
         return self.process.pid if self.process is not None else None
 
     async def start(self) -> None:
+        await self._answer_as_nanny()
         await self._launch()
         self._supervisor = asyncio.ensure_future(self._supervise())
         await super().start()
@@ -87,13 +99,49 @@ class WorkerProcess(ProcessInterface):
         if self._supervisor is not None:
             self._supervisor.cancel()
         await self._stop()
+        if self._nanny is not None:
+            await self._nanny.close()  # after the worker: a closing worker tells its nanny
         await super().close()
+
+    async def _answer_as_nanny(self) -> None:
+        """Listen (on loopback) for what the scheduler and the worker send a worker's nanny.
+
+        - ``kill`` (the scheduler's ``restart_workers``: ``Client.restart()``,
+          ``Client.restart_workers()``, a worker missing its heartbeats): kill
+          the process, then return once the supervisor's new one has registered;
+        - ``close_gracefully`` (a closing worker): nothing changes, a worker that
+          exits while the cluster runs is started again;
+        - nanny plugins are refused: there is no nanny process to run them in.
+        """
+        listen_args: dict[str, Any] = {}
+        scheme = "tcp"
+        if self.tls:
+            from .tls import load
+
+            scheme, listen_args = "tls", load(self.tls).security().get_listen_args("worker")
+        self._nanny = Server({"kill": self._kill_to_restart, "close_gracefully": _accept,
+                              "plugin_add": _refuse_nanny_plugin, "plugin_remove": _accept,
+                              "get_logs": _no_logs})
+        await self._nanny.listen(f"{scheme}://127.0.0.1:0", **listen_args)
+        self.worker_kwargs["nanny"] = self._nanny.address
+
+    async def _kill_to_restart(self, timeout: float = 5, reason: str = "") -> None:
+        """Kill the process; return once its successor has registered with the scheduler."""
+        if self._closing or self.process is None or self._supervisor is None or self._supervisor.done():
+            return
+        if self._restarted is None:
+            self._restarted = asyncio.get_running_loop().create_future()
+            # read even when the scheduler stopped waiting (its timeout): its error is logged by the supervisor
+            self._restarted.add_done_callback(lambda done: done.cancelled() or done.exception())
+            logger.info("airflowless: restarting worker %r (%s)", self.name, reason)
+            self._kill_group(signal.SIGKILL)
+        await asyncio.shield(self._restarted)
 
     async def _launch(self) -> None:
         """Start the process; return once its worker is registered, else kill it and raise ClusterError."""
         read_fd, write_fd = os.pipe()
         spec = {"scheduler": self.scheduler, "worker": self.worker_kwargs, "sys_path": sys.path,
-                "ready_fd": write_fd, "silence_logs": self.silence_logs}
+                "ready_fd": write_fd, "silence_logs": self.silence_logs, "tls": self.tls}
         try:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", _ENTRY_MODULE, json.dumps(spec),
@@ -133,13 +181,19 @@ class WorkerProcess(ProcessInterface):
             if self._closing:
                 return
             self._kill_group(signal.SIGKILL)  # whatever its tasks started goes with it
-            logger.warning("airflowless: worker %r (pid %d) exited with code %s; starting it again",
-                           self.name, self.process.pid, code)
+            restarted, self._restarted = self._restarted, None
+            if restarted is None:
+                logger.warning("airflowless: worker %r (pid %d) exited with code %s; starting it again",
+                               self.name, self.process.pid, code)
             try:
                 await self._launch()
             except Exception as exc:  # logged: nobody awaits the supervisor
                 logger.error("airflowless: worker %r could not be started again: %s", self.name, exc)
+                if restarted is not None:
+                    restarted.set_exception(exc)
                 return
+            if restarted is not None:
+                restarted.set_result(None)
 
     async def _stop(self, *, graceful: bool = True) -> None:
         process = self.process
@@ -171,6 +225,19 @@ class WorkerProcess(ProcessInterface):
         env.update(self.env)
         env["DASK_INTERNAL_INHERIT_CONFIG"] = dask.config.serialize(dask.config.global_config)
         return env
+
+
+def _accept(**kwargs: Any) -> None:
+    return None
+
+
+def _no_logs(n: int | None = None) -> list[Any]:
+    return []
+
+
+def _refuse_nanny_plugin(**kwargs: Any) -> None:
+    raise NotImplementedError("the embedded cluster's workers have no nanny process to run a NannyPlugin in; "
+                              "use a WorkerPlugin, or a cluster started with `airflowless cluster up`")
 
 
 def _config_env(key: str) -> dict[str, str]:

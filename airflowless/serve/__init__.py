@@ -18,7 +18,7 @@ declares), ``controller`` (core, no I/O) + ``autoscaling`` (pure decision),
 
 from __future__ import annotations
 
-from .api import delete, get_app_handle, http_address, run, shutdown, start, status
+from .api import delete, get_app_handle, http_address, http_client_ssl, run, shutdown, start, status
 from .application import Application
 from .batch_predictor import BatchPredictor
 from .batching import batch
@@ -38,7 +38,7 @@ from .routing import route
 
 __all__ = [
     "deployment", "Deployment", "Application", "batch", "route", "HTTPOptions", "run", "start", "status", "delete", "shutdown",
-    "get_app_handle", "http_address", "DeploymentHandle", "DeploymentResponse", "AutoscalingConfig",
+    "get_app_handle", "http_address", "http_client_ssl", "DeploymentHandle", "DeploymentResponse", "AutoscalingConfig",
     "DeploymentConfig", "PredictorDeployment", "Predictor", "BatchPredictor", "ServeError", "BadRequestError",
     "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError",
 ]

@@ -21,6 +21,7 @@ from typing import Any
 
 from .._dask_internals import scheduler_identity
 from ..errors import ConfigError
+from ..runtime.tls import client_context, with_client_role
 from .config import DeploymentConfig
 from .controller import (
     Action,
@@ -43,7 +44,7 @@ from .deployment import Deployment
 from .errors import DeploymentNotFoundError, ServeError
 from .handle import metadata_key
 from .http_options import HTTPOptions
-from .http_server import bound_port, make_server, run_server
+from .http_server import bound_port, ingress_ssl_context, make_server, run_server
 from .proxy import RouteTarget, build_app
 from .replica import Replica, ReplicaInfo, ReplicaSpec
 from .router import Router
@@ -54,6 +55,7 @@ __all__ = ["ServeRuntime", "current_runtime", "start_runtime", "stop_runtime"]
 _TICK_S = 0.25
 _METRICS_S = 0.5
 _START_TIMEOUT_S = 300.0
+_AVOID_S = 60.0  # a worker whose replica failed its health check gets no new replica for this long
 
 
 @dataclass
@@ -67,8 +69,10 @@ class _App:
 class ServeRuntime:
     """Serve's driver side: controller + Dask adapter + routers + HTTP proxy on one loop thread."""
 
-    def __init__(self, *, address: str, http_options: HTTPOptions) -> None:
+    def __init__(self, *, address: str, http_options: HTTPOptions, security: Any = None) -> None:
         self.address, self.http_options = address, http_options
+        self.security = security  # the cluster's TLS (a distributed Security), used on every plane
+        self.scheme = "http"
         self.host, self.port = http_options.host, http_options.port
         self.loop = asyncio.new_event_loop()
         self.core = Controller()
@@ -83,7 +87,11 @@ class ServeRuntime:
         self._starting: dict[str, asyncio.Future[None]] = {}
         self._health_due: dict[str, float] = {}
         self._probing: set[str] = set()
+        self._avoid: dict[str, float] = {}  # worker -> until when: it may be cut off (the scheduler lags)
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._listening: dict[str, contextlib.ExitStack] = {}  # app -> its control-plane subscription
+        self.runtime_id = uuid.uuid4().hex[:12]  # names this runtime in the live serve feed
+        self._live_at = time.monotonic()
         self._thread = threading.Thread(target=self._run_loop, name="airflowless-serve", daemon=True)
         self.client: Any = None
         self.server: Any = None
@@ -110,8 +118,10 @@ class ServeRuntime:
     async def _astart(self) -> None:
         from distributed import Client
 
-        self.client = await Client(self.address, asynchronous=True, set_as_default=False)
-        self.server = make_server(build_app(self.routes, self.http_options), self.http_options)
+        self.client = await Client(self.address, asynchronous=True, set_as_default=False, security=self.security)
+        ssl_context = ingress_ssl_context(self.http_options, self.security)
+        self.scheme = "https" if ssl_context is not None else "http"
+        self.server = make_server(build_app(self.routes, self.http_options), self.http_options, ssl_context)
         self._server_task = asyncio.ensure_future(run_server(self.server))
         while not self.server.started:
             if self._server_task.done():
@@ -180,6 +190,7 @@ class ServeRuntime:
             self._actors[replica_id] = actor
             info: ReplicaInfo = await asyncio.wait_for(actor.start(), 60)
             self._control[replica_id] = await WireClient.connect(info.host, info.port, info.token,
+                                                                 ssl_context=client_context(self.security),
                                                                  label=f"replica {replica_id}")
         except asyncio.CancelledError:
             raise
@@ -204,6 +215,8 @@ class ServeRuntime:
         fits = [w for w in workers if all(
             workers[w].get("resources", {}).get(name, 0) - used[w].get(name, 0) >= amount - 1e-9
             for name, amount in config.resources.items())]
+        now = time.monotonic()
+        fits = [w for w in fits if self._avoid.get(w, 0.0) <= now] or fits
         if not fits:
             declared = {w: workers[w].get("resources", {}) for w in workers}
             raise ServeError(f"no worker has resources {config.resources} free for a replica of "
@@ -253,7 +266,10 @@ class ServeRuntime:
 
     # -- health and metrics ---------------------------------------------------------------------
     async def _tick_loop(self) -> None:
+        from ..control.live import Throttle
+
         last_metrics = 0.0
+        live = Throttle()
         while True:
             await asyncio.sleep(_TICK_S)
             now = time.monotonic()
@@ -265,6 +281,36 @@ class ServeRuntime:
                 await asyncio.gather(*probes)
             queued = {key: router.queued for key, router in self._routers.items()}
             self.feed(Tick(time.monotonic(), queued))
+            if live.due():
+                self._publish_live()
+
+    def _publish_live(self) -> None:
+        """Tell the scheduler how each deployment serves (:mod:`airflowless.control.live`)."""
+        from ..control.live import SERVE_TOPIC, latency_summary, publish
+
+        now = time.monotonic()
+        interval, self._live_at = max(now - self._live_at, 1e-3), now
+        deployments = []
+        for key, dep in self.core.deployments.items():
+            router = self._routers.get(key)
+            served, latencies = (router.served, list(router.latencies)) if router is not None else (0, [])
+            if router is not None:
+                router.served = 0
+                router.latencies.clear()
+            auto = dep.config.autoscaling_config
+            deployments.append({
+                "app": key[0], "deployment": key[1], "status": self.core.status(key).value,
+                "target_replicas": dep.target, "queued": router.queued if router is not None else 0,
+                "autoscaling": None if auto is None else {"min_replicas": auto.min_replicas,
+                                                          "max_replicas": auto.max_replicas},
+                "requests_per_s": served / interval, "requests": served, **latency_summary(latencies),
+                "replicas": [{"replica": r.replica_id, "state": r.state.value, "ongoing": r.ongoing,
+                              "worker": self._placement.get(r.replica_id, ("", {}))[0]}
+                             for r in self.core.replicas_of(key)]})
+        if deployments or self.apps:
+            coro = publish(self.client, SERVE_TOPIC, {"runtime": self.runtime_id, "deployments": deployments})
+            if coro is not None:
+                self._spawn(coro)
 
     async def _probe(self, replica_id: str) -> None:
         control = self._control.get(replica_id)
@@ -284,6 +330,8 @@ class ServeRuntime:
             self.feed(ReplicaMetrics(replica_id, int(reply["ongoing"])))
         except Exception as exc:
             if self._control.pop(replica_id, None) is not None:
+                worker = self._placement.get(replica_id, ("", {}))[0]
+                self._avoid[worker] = time.monotonic() + _AVOID_S
                 with contextlib.suppress(Exception):
                     await control.close()
                 self.feed(ReplicaFailed(replica_id, f"health check failed: {type(exc).__name__}: {exc}"))
@@ -315,6 +363,7 @@ class ServeRuntime:
         for (deployment, args, kwargs), key in zip(flat, keys, strict=True):
             self._specs[key] = (deployment, args, kwargs)
             self._routers[key] = Router(f"{name}/{deployment.name}", on_failure=self._on_router_failure,
+                                        ssl_context=client_context(self.security),
                                         max_ongoing=deployment.config.max_ongoing_requests,
                                         max_queued=deployment.config.max_queued_requests)
             self.feed(DeploymentUpdated(key, deployment.config))
@@ -332,6 +381,7 @@ class ServeRuntime:
                 raise ServeError(f"application {name!r} was not ready within {timeout:g} s: "
                                  f"{ {k[1]: s.value for k, s in states.items()} }")
             await asyncio.sleep(0.05)
+        self._listen(name)
         if route_prefix is not None:
             self.routes[route_prefix] = RouteTarget(name, self._routers[keys[-1]], ingress.http_routes)
 
@@ -339,6 +389,7 @@ class ServeRuntime:
         app = self.apps.pop(name, None)
         if app is None:
             raise DeploymentNotFoundError(f"no application {name!r} is running; running: {sorted(self.apps)}")
+        self._listening.pop(name, contextlib.ExitStack()).close()
         if app.route_prefix is not None and self.routes.get(app.route_prefix, None) is not None \
                 and self.routes[app.route_prefix].app_name == name:
             del self.routes[app.route_prefix]
@@ -352,6 +403,29 @@ class ServeRuntime:
             self._specs.pop(key, None)
             with contextlib.suppress(Exception):
                 await self.client.set_metadata(metadata_key(*key), None)
+
+    # -- control plane -------------------------------------------------------------------------------
+    def _listen(self, app: str) -> None:
+        """Take scale requests for ``app`` from the control plane (:mod:`airflowless.control.actions`)."""
+        from ..control.actions import listen, serve_topic
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(listen(self.client, serve_topic(app), lambda message: self._on_control(app, message)))
+        self._listening[app] = stack
+
+    def _on_control(self, app: str, message: dict[str, Any]) -> None:
+        if message.get("action") == "scale" and isinstance(message.get("replicas"), int):
+            key = (app, str(message.get("deployment")))
+            if key in self._specs and key in self.core.deployments:
+                self.scale(key, message["replicas"])
+
+    def scale(self, key: Key, replicas: int) -> None:
+        """Run ``replicas`` replicas of deployment ``key`` (fixed: its autoscaling bounds are dropped),
+        as ``serve.run`` with that ``num_replicas`` would; call on the serve loop."""
+        deployment, args, kwargs = self._specs[key]
+        deployment = deployment.options(num_replicas=replicas, autoscaling_config=None)
+        self._specs[key] = (deployment, args, kwargs)
+        self.feed(DeploymentUpdated(key, deployment.config))
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -393,7 +467,8 @@ def start_runtime(http_options: HTTPOptions) -> ServeRuntime:
         from ..runtime.cluster import get_client
 
         client = get_client()  # the worker's client inside a task (e.g. a pipeline stage), else init()
-        runtime = ServeRuntime(address=client.scheduler.address, http_options=http_options)
+        runtime = ServeRuntime(address=client.scheduler.address, http_options=http_options,
+                               security=with_client_role(client.security))
         runtime.start()
         _runtime = runtime
         return runtime

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from typing import Any
 
 from ..errors import ConfigError
@@ -23,7 +24,7 @@ from .handle import DeploymentHandle
 from .http_options import HTTPOptions
 from .records import record_run, record_status
 
-__all__ = ["start", "run", "status", "delete", "shutdown", "get_app_handle", "http_address"]
+__all__ = ["start", "run", "status", "delete", "shutdown", "get_app_handle", "http_address", "http_client_ssl"]
 
 
 def start(*, http_options: dict[str, Any] | None = None) -> None:
@@ -48,9 +49,21 @@ def start(*, http_options: dict[str, Any] | None = None) -> None:
 
 
 def http_address() -> str:
-    """``http://host:port`` of the running proxy."""
+    """``http://host:port`` of the running proxy (``https://`` when it serves HTTPS)."""
     runtime = _runtime()
-    return f"http://{runtime.host}:{runtime.port}"
+    return f"{runtime.scheme}://{runtime.host}:{runtime.port}"
+
+
+def http_client_ssl() -> ssl.SSLContext | None:
+    """How this process calls the proxy over HTTPS when the cluster runs on TLS, else None.
+
+    An ``ssl.SSLContext`` trusting the cluster's CA and showing this
+    process's certificate (the proxy then requires one), for ``httpx``'s
+    ``verify=``: ``httpx.post(url, json=body, verify=serve.http_client_ssl() or True)``.
+    """
+    from ..runtime.tls import client_context
+
+    return client_context(_runtime().security)
 
 
 def run(app: Application, *, name: str = "default", route_prefix: str | None = "/",

@@ -187,7 +187,9 @@ class Controller:
             target = event.config.initial_replicas
             if old is not None and auto is not None:
                 target = min(max(old.target, auto.min_replicas), auto.max_replicas)
-            self.deployments[event.key] = _Deployment(event.key, event.config, target)
+            updated = self.deployments[event.key] = _Deployment(event.key, event.config, target)
+            if old is not None:  # a running deployment updated in place (scaled): it has run before
+                updated.started_once, updated.published = old.started_once, old.published
             return self._reconcile(event.key)
         if isinstance(event, DeploymentDeleted):
             dep = self.deployments.get(event.key)

@@ -24,6 +24,7 @@ from collections.abc import Generator
 from typing import Any
 
 from .._dask_internals import get_scheduler_metadata
+from ..runtime.tls import client_context
 from .errors import DeploymentNotFoundError, ServeError
 from .replica import ReplicaInfo
 from .router import Router
@@ -54,7 +55,8 @@ class _WorkerRouters:
         if table is None:
             raise DeploymentNotFoundError(f"no deployment {deployment!r} in application {app!r} is running")
         router = entry[0] if entry is not None else Router(
-            f"{app}/{deployment}", max_ongoing=table["max_ongoing"], max_queued=table["max_queued"])
+            f"{app}/{deployment}", max_ongoing=table["max_ongoing"], max_queued=table["max_queued"],
+            ssl_context=client_context(get_worker().security, "worker"))
         router.update([ReplicaInfo(*r) for r in table["replicas"]],
                       max_ongoing=table["max_ongoing"], max_queued=table["max_queued"],
                       unavailable=table.get("unavailable", ""))

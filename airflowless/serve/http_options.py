@@ -8,6 +8,12 @@ requests the proxy answers 503; a body is at most ``max_body_bytes`` (413)
 and the headers at most ``max_header_bytes`` (431; uvicorn closes with 400 a
 request line plus headers still incomplete at that size).
 
+HTTPS: when the cluster runs on TLS the proxy serves HTTPS with the driver's
+certificate and requires a client certificate from the cluster's CA. Or give
+your own: ``ssl_certfile`` and ``ssl_keyfile`` (PEM) serve HTTPS with them,
+and ``ssl_ca_certs`` then also requires client certificates signed by that CA
+(without it, any client may connect, as to a public HTTPS site).
+
 >>> HTTPOptions.from_dict({"port": 0, "limit_concurrency": 64}).limit_concurrency
 64
 """
@@ -35,6 +41,9 @@ class HTTPOptions:
     body_timeout_s: float = 30.0
     keep_alive_timeout_s: float = 5.0
     limit_concurrency: int = 512
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_ca_certs: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -49,6 +58,13 @@ class HTTPOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ConfigError(f"http_options[{name!r}] must be a number of seconds > 0, got {value!r}")
+        for name in ("ssl_certfile", "ssl_keyfile", "ssl_ca_certs"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"http_options[{name!r}] must be the path of a PEM file, got {value!r}")
+        if (self.ssl_keyfile or self.ssl_ca_certs) and not self.ssl_certfile:
+            raise ConfigError("http_options 'ssl_keyfile' and 'ssl_ca_certs' need 'ssl_certfile' (the "
+                              "proxy's certificate) too; add it, or drop them to follow the cluster's TLS")
 
     @classmethod
     def from_dict(cls, options: dict[str, Any] | None) -> HTTPOptions:

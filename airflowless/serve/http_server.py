@@ -9,20 +9,21 @@ ends, the next request's headers must be complete within
 ``header_timeout_s``, else the connection is closed. The body's timeout is
 the ASGI app's (:mod:`.proxy`), which reads the body itself.
 :func:`run_server` turns uvicorn's ``sys.exit`` on a port it cannot bind into
-an ``OSError``.
+an ``OSError``. :func:`ingress_ssl_context` picks the proxy's HTTPS, if any.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .http_options import HTTPOptions
 
-__all__ = ["make_server", "run_server"]
+__all__ = ["make_server", "run_server", "ingress_ssl_context"]
 
 logger = logging.getLogger("airflowless.serve.proxy")
 
@@ -63,8 +64,30 @@ class _HeaderTimeoutProtocol(H11Protocol):
         self.transport.close()
 
 
-def make_server(app: Any, options: HTTPOptions) -> Any:
-    """A ``uvicorn.Server`` (not started) serving ``app`` with ``options``' address and limits."""
+def ingress_ssl_context(options: HTTPOptions, security: Any) -> ssl.SSLContext | None:
+    """The proxy's HTTPS: ``options``' own certificate, else the cluster's (mutual TLS), else None (HTTP)."""
+    if options.ssl_certfile:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(options.ssl_certfile, options.ssl_keyfile)
+            if options.ssl_ca_certs:
+                context.load_verify_locations(options.ssl_ca_certs)
+                context.verify_mode = ssl.CERT_REQUIRED
+        except (OSError, ssl.SSLError) as exc:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"cannot load the proxy's TLS files from http_options ({exc}); expected PEM files "
+                              "at ssl_certfile, ssl_keyfile and ssl_ca_certs") from exc
+        return context
+    from ..runtime.tls import server_context
+
+    return server_context(security, "client")
+
+
+def make_server(app: Any, options: HTTPOptions, ssl_context: ssl.SSLContext | None = None) -> Any:
+    """A ``uvicorn.Server`` (not started) serving ``app`` with ``options``' address and limits
+    (HTTPS with ``ssl_context``)."""
     import uvicorn
 
     protocol = type("HeaderTimeoutProtocol", (_HeaderTimeoutProtocol,), {"header_timeout_s": options.header_timeout_s})
@@ -74,6 +97,7 @@ def make_server(app: Any, options: HTTPOptions) -> Any:
         timeout_keep_alive=options.keep_alive_timeout_s,  # type: ignore[arg-type]
         limit_concurrency=options.limit_concurrency,
         h11_max_incomplete_event_size=options.max_header_bytes,
+        ssl_context_factory=None if ssl_context is None else lambda _config, _default: ssl_context,
     )
     return uvicorn.Server(config)
 
@@ -84,6 +108,9 @@ async def run_server(server: Any) -> None:
     uvicorn calls ``sys.exit`` when it cannot bind its address, which would end
     the event loop of the thread it runs on; here that is an ``OSError``.
     """
+    from .replica import freeze_heap
+
+    freeze_heap()  # a full collection of the driver's heap would stall every request in flight (see .replica)
     try:
         await server.serve()
     except SystemExit:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import random
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,12 +47,12 @@ class _Slot:
     client: WireClient | None = None
     connecting: asyncio.Future[WireClient] | None = field(default=None, repr=False)
 
-    async def connection(self, label: str) -> WireClient:
+    async def connection(self, label: str, ssl_context: ssl.SSLContext | None) -> WireClient:
         if self.client is not None and not self.client.closed:
             return self.client
         if self.connecting is None or self.connecting.done():
-            self.connecting = asyncio.ensure_future(
-                WireClient.connect(self.info.host, self.info.port, self.info.token, label=label))
+            self.connecting = asyncio.ensure_future(WireClient.connect(
+                self.info.host, self.info.port, self.info.token, label=label, ssl_context=ssl_context))
         try:
             self.client = await asyncio.shield(self.connecting)
         except (Rejected, OSError) as exc:  # gone, or another process answers at its address
@@ -64,14 +65,18 @@ class Router:
     """Routes calls of one deployment to its replicas (see the module docstring)."""
 
     def __init__(self, label: str, *, max_ongoing: int, max_queued: int,
-                 on_failure: Callable[[str], None] | None = None) -> None:
+                 on_failure: Callable[[str], None] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.label = label
+        self.ssl_context = ssl_context  # the cluster's TLS, when it has it (see .wire)
         self.max_ongoing = max_ongoing
         self.max_queued = max_queued
         self.on_failure = on_failure
         self._slots: dict[str, _Slot] = {}
         self.unavailable = ""
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.served = 0  # requests answered, and the latest latencies (s): the control plane's serve feed
+        self.latencies: collections.deque[float] = collections.deque(maxlen=4096)
 
     # -- replica set ---------------------------------------------------------------
     def update(self, replicas: list[ReplicaInfo], *, max_ongoing: int | None = None,
@@ -113,13 +118,18 @@ class Router:
     # -- one request -----------------------------------------------------------------
     async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                    timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         last: Exception | None = None
         for _ in range(_MAX_ATTEMPTS):
             slot = await self._acquire(deadline)
             try:
-                client = await slot.connection(f"replica {slot.info.replica_id} of {self.label}")
-                return await client.call(method, args, kwargs)
+                client = await slot.connection(f"replica {slot.info.replica_id} of {self.label}",
+                                               self.ssl_context)
+                answer = await client.call(method, args, kwargs)
+                self.served += 1
+                self.latencies.append(time.monotonic() - started)
+                return answer
             except Rejected as exc:  # not started there: try another replica
                 last = exc
                 self._failed(slot)

@@ -27,6 +27,11 @@ handles; request bodies from HTTP are JSON, parsed by the proxy, never
 unpickled), and the token is the replica's random secret, so the plane is no
 more open than Dask's own comms.
 
+When the cluster runs on TLS, both ends pass an ``ssl.SSLContext`` made from
+the cluster's certificates (:mod:`airflowless.runtime.tls`): the TLS handshake
+(within :data:`HANDSHAKE_TIMEOUT_S`, a certificate from the cluster's CA
+required both ways) comes first, then the token handshake inside it.
+
 >>> decode(encode(("m", (1,), {})))
 ('m', (1,), {})
 """
@@ -39,6 +44,7 @@ import hashlib
 import hmac
 import pickle
 import secrets
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -132,16 +138,19 @@ class WireServer:
     """Serves ``dispatch(method, args, kwargs, connection)`` to connections that prove they hold ``token``."""
 
     def __init__(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any], Connection], Awaitable[Any]],
-                 token: bytes) -> None:
+                 token: bytes, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self._dispatch = dispatch
         self._token = token
+        self._ssl = ssl_context
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Future[None]] = set()
         self.unauthenticated = 0
 
     async def start(self, host: str) -> int:
-        self._server = await asyncio.start_server(self._serve, host, 0)
+        self._server = await asyncio.start_server(
+            self._serve, host, 0, ssl=self._ssl,
+            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if self._ssl is not None else None)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
@@ -221,12 +230,14 @@ class WireClient:
 
     @classmethod
     async def connect(cls, host: str, port: int, token: bytes, *, label: str = "replica",
-                      timeout: float = HANDSHAKE_TIMEOUT_S) -> WireClient:
-        """Connect and authenticate both ways; :class:`Rejected` if the peer is not the replica or is gone."""
+                      timeout: float = HANDSHAKE_TIMEOUT_S,
+                      ssl_context: ssl.SSLContext | None = None) -> WireClient:
+        """Connect (over TLS with ``ssl_context``) and authenticate both ways; :class:`Rejected` if the
+        peer is not the replica or is gone."""
         writer: asyncio.StreamWriter | None = None
         try:
             async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context)
                 client_nonce = secrets.token_bytes(_NONCE)
                 writer.write(MAGIC + client_nonce)
                 answer = await reader.readexactly(_NONCE + _MAC)

@@ -72,6 +72,24 @@ class ExperimentRecords:
                 iterations=0, created_at=_now()))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
+    def add_trials(self, experiment_id: int, trials: list[tuple[str, dict[str, Any], str]]) -> list[int]:
+        """:meth:`add_trial` for several ``(name, config, status)`` in one transaction (Tune starts trials so)."""
+        ids: list[int] = []
+        if not trials:
+            return ids
+        with self.engine.begin() as conn:
+            names = [name for name, _, _ in trials]
+            existing = dict(conn.execute(select(schema.trials.c.name, schema.trials.c.id).where(and_(
+                schema.trials.c.experiment_id == experiment_id, schema.trials.c.name.in_(names)))).all())
+            for name, config, status in trials:
+                if name not in existing:
+                    result = conn.execute(schema.trials.insert().values(
+                        experiment_id=experiment_id, name=name, status=status, config=_plain(config), restarts=0,
+                        iterations=0, created_at=_now()))
+                    existing[name] = result.inserted_primary_key[0]  # type: ignore[index]
+                ids.append(int(existing[name]))
+        return ids
+
     def update_trial(self, trial_id: int, **fields: Any) -> None:
         unknown = set(fields) - _TRIAL_FIELDS
         if unknown:

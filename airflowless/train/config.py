@@ -92,7 +92,10 @@ class RunConfig:
     """Where a run keeps its checkpoints and results, and how it handles failures.
 
     ``storage_path``: a local folder or an fsspec URL (default ``$AIRFLOWLESS_STORAGE``).
-    ``callbacks``: objects with any of ``on_report(metrics, checkpoint)``, ``on_end(result)``.
+    ``callbacks``: objects with any of ``on_start(name, config, path)``, ``on_report(metrics, checkpoint)``
+    (``metrics`` with its ``training_iteration``), ``on_end(result)``; Tune callbacks
+    (:class:`airflowless.tune.Callback`, e.g. ``MLflowLoggerCallback``) see a fit as one trial.
+    A Tuner calls its own ``RunConfig``'s Tune callbacks per trial.
     """
 
     name: str | None = None

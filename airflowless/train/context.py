@@ -70,6 +70,7 @@ class Session:
     should_stop: Any = None  # callable() -> bool
     iteration: int = 0
     start_iteration: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # where the rank's time went: data, checkpoint, ...
 
     def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None, *,
                gather: Sequence[int] = ()) -> None:
@@ -84,7 +85,9 @@ class Session:
         uri = None
         if checkpoint is not None and self.context.world_rank == 0:
             uri = f"{self.storage_dir.rstrip('/')}/checkpoint_{step:06d}"
+            began = time.perf_counter()
             persist_directory(checkpoint.path, uri)
+            self.seconds["checkpoint"] = self.seconds.get("checkpoint", 0.0) + time.perf_counter() - began
         from ..jsonsafe import to_plain
 
         message = {"rank": self.context.world_rank, "step": step, "metrics": to_plain(metrics),

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ConfigError, TrainingDataError
 from .checkpoint import Checkpoint
-from .context import _session
+from .context import _session, get_context
 from .trainer import BaseTrainer
 
 __all__ = ["GBDTTrainer", "features_and_label", "PREPROCESSOR_FILE", "load_preprocessor", "report_model"]
@@ -34,6 +35,35 @@ def features_and_label(shard: Any, label_column: str) -> tuple[Any, Any]:
     frame = table.to_pandas()
     label = frame.pop(label_column)
     return frame.select_dtypes(exclude=["datetime", "datetimetz", "object"]), label
+
+
+def shared_matrices(config: dict[str, Any], kind: str, binning: dict[str, Any],
+                    build: Callable[[], tuple[Any, int]], agree: Callable[[bool], bool]) -> Any:
+    """What ``build()`` makes of this rank's shards (``(matrices, nbytes)``), kept on the worker for the
+    next fit on the same prepared data, rank layout and ``binning`` parameters (:mod:`.prepared`).
+
+    ``agree(have)`` is true when every rank has its matrices (a collective call all
+    ranks make): a rank whose worker lost them makes every rank build again, as
+    the frameworks compute their bins together.
+    """
+    from .prepared import worker_matrices
+
+    prepared = config.get("prepared")
+    context = get_context()
+    matrices = worker_matrices() if prepared else None
+    key = (kind, prepared["layout"] if prepared else None, context.world_rank, context.world_size,
+           config["label_column"], tuple(config["datasets"]), tuple(sorted(binning.items())))
+    found = matrices.get(key) if matrices is not None else None
+    if prepared and not agree(found is not None):
+        found = None
+    if found is None:
+        began = time.perf_counter()
+        found, nbytes = build()
+        seconds = _session().seconds
+        seconds["data"] = seconds.get("data", 0.0) + time.perf_counter() - began
+        if matrices is not None and prepared:
+            matrices.put(key, found, nbytes, prepared["entry"])
+    return found
 
 
 def save_preprocessor(folder: str, preprocessor: Any) -> None:
@@ -122,7 +152,9 @@ class GBDTTrainer(BaseTrainer):
         return {"label_column": self.label_column, "params": dict(self.params),
                 "num_boost_round": self.num_boost_round, "checkpoint_frequency": self.checkpoint_frequency,
                 "datasets": list(self.datasets), "preprocessor": self.preprocessor,
-                "nthread": max(1, int(self.scaling_config.rank_resources.get("CPU", 1)))}
+                "nthread": max(1, int(self.scaling_config.rank_resources.get("CPU", 1))),
+                "prepared": None if self._prepared_key is None or self._layout is None
+                else {"entry": self._prepared_key, "layout": self._layout}}
 
     def _config_for_record(self) -> dict[str, Any]:
         return {**super()._config_for_record(), "label_column": self.label_column, "params": self.params,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .backends.chatter import lightgbm_stdout_to_log
 from .backends.lightgbm import LightGBMBackend
 from .checkpoint import Checkpoint
 from .context import get_checkpoint, get_context, get_dataset_shard
@@ -66,8 +67,10 @@ def _lightgbm_loop(config: dict[str, Any]) -> None:
             _session().report(metrics, gather=gather)
 
     if total - done > 0:
-        lgb.train(params, train_set, num_boost_round=total - done, valid_sets=valid_sets, valid_names=valid_names,
-                  init_model=init_model, callbacks=[report_round])
+        # the network is up by the first round: until then LightGBM's own listener thread's lines are logged
+        with lightgbm_stdout_to_log(active=world > 1) as network_up:
+            lgb.train(params, train_set, num_boost_round=total - done, valid_sets=valid_sets, valid_names=valid_names,
+                      init_model=init_model, callbacks=[lambda env: network_up(), report_round])
 
 
 class LightGBMTrainer(GBDTTrainer):

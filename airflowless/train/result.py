@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,19 @@ class Result:
         import pandas as pd
 
         return pd.DataFrame(self.metrics_history)
+
+    def plot(self, metric: str | None = None) -> Any:
+        """A Bokeh figure of ``metric`` (default: the first numeric one reported) over training iterations.
+
+        >>> from bokeh.io import output_notebook, show             # doctest: +SKIP
+        >>> output_notebook(); show(result.plot("loss"))            # doctest: +SKIP
+        """
+        from ..plots import first_metric, learning_curves
+
+        label = os.path.basename(self.path.rstrip("/")) if self.path else "run"
+        metric = metric or first_metric([self.metrics_history])
+        return learning_curves({label: self.metrics_history}, metric,
+                               failed={label} if self.error is not None else ())
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in (self.metrics or {}).items() if not k.startswith("_")}

@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -30,10 +32,36 @@ from .worker_group import RankSpec, WorkerGroup
 __all__ = ["BaseTrainer", "DataParallelTrainer"]
 
 
+class FitSeconds(dict[str, float]):
+    """Where one fit's wall time went: seconds per phase (time in a nested phase counts only there)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open: list[str] = []
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        began = time.perf_counter()
+        outer = self._open[-1] if self._open else None
+        self._open.append(name)
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - began
+            self._open.pop()
+            self[name] = self.get(name, 0.0) + took
+            if outer is not None:
+                self[outer] = self.get(outer, 0.0) - took
+
+
 class BaseTrainer:
     """What every trainer shares: configs, datasets, preprocessor, fit()."""
 
     _backend: Backend = Backend()
+    _prepared_scope: str | None = None  # the experiment a Tune trial belongs to (prepared data is shared in it)
+    _prepared_key: str | None = None  # the prepared entry this fit trains on (None: not shared)
+    _layout: str | None = None  # which blocks each rank of the current attempt trains on
+    last_fit_seconds: FitSeconds | dict[str, float] = {}
 
     def __init__(self, *, scaling_config: ScalingConfig | None = None, run_config: RunConfig | None = None,
                  datasets: dict[str, Any] | None = None, preprocessor: Any = None,
@@ -116,50 +144,79 @@ class BaseTrainer:
         name = name or self.run_config.name or (
             f"{type(self).__name__}_{dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{uuid.uuid4().hex[:4]}")
         storage_dir = storage_dir or f"{(self.run_config.storage_path or get_settings().storage).rstrip('/')}/{name}"
+        seconds = self.last_fit_seconds = FitSeconds()
+        began = time.perf_counter()
         with cluster_client() as client:
             group_args = dict(client=client, name=type(self).__name__, num_workers=self.scaling_config.num_workers,
                               resources=self.scaling_config.rank_resources, backend=self._backend)
-            WorkerGroup(**group_args).check_capacity()  # type: ignore[arg-type]
-            recorder.start(name, self._config_for_record(), storage_dir)
+            with seconds.phase("placement"):
+                WorkerGroup(**group_args).check_capacity()  # type: ignore[arg-type]
+            with seconds.phase("records"):
+                recorder.start(name, self._config_for_record(), storage_dir)
+            self._tell_callbacks("on_start", name, self._config_for_record(), storage_dir)
             try:
-                datasets = self._prepare_datasets()
-                self._check_datasets(datasets)
+                with seconds.phase("data"):
+                    datasets = self._prepare_datasets(client)
+                    self._check_datasets(datasets)
                 result = self._run_attempts(client, group_args, datasets, recorder, storage_dir, name, start_step)
             except BaseException as exc:  # the record never says "running" for a fit that left
                 recorder.end("errored", f"{type(exc).__name__}: {exc}".splitlines()[0], None, None)
+                self._tell_callbacks("on_end", Result(metrics=None, checkpoint=None, error=exc, path=storage_dir))
                 raise
         latest = result.checkpoint
-        recorder.end("terminated" if result.error is None else "errored",
-                     None if result.error is None else str(result.error).splitlines()[0], result.metrics,
-                     latest.path if latest else None)
-        for callback in self.run_config.callbacks:
-            hook = getattr(callback, "on_end", None)
-            if hook is not None:
-                hook(result)
+        with seconds.phase("records"):
+            recorder.end("terminated" if result.error is None else "errored",
+                         None if result.error is None else str(result.error).splitlines()[0], result.metrics,
+                         latest.path if latest else None)
+        self._tell_callbacks("on_end", result)
+        seconds["total"] = time.perf_counter() - began
         return result
 
-    def _prepare_datasets(self) -> dict[str, Any]:
+    def _tell_callbacks(self, hook: str, *args: Any) -> None:
+        """Call ``hook`` (on_start, on_report, on_end) of every RunConfig callback that has it."""
+        for callback in self.run_config.callbacks:
+            method = getattr(callback, hook, None)
+            if method is not None:
+                method(*args)
+
+    def _prepare_datasets(self, client: Any) -> dict[str, Any]:
         """Fit the preprocessor on ``train``, transform every dataset, and materialize them on the cluster.
 
         Splits of one dataset (``train_test_split``) are cut from it after it ran
         once, so the data is read once for all of them and for the preprocessor's fit.
+        Fits of one experiment with the same datasets and preprocessor (and fits of
+        blocks already on the cluster) share what the first prepared (:mod:`.prepared`).
         """
+        from .prepared import prepared_cache
+
+        hits = prepared_cache().counts["hits"]
+        fitted, plans, self._prepared_key = prepared_cache().prepare(
+            client, self.datasets, self.preprocessor, self._prepared_scope, self._build_prepared)
+        self.last_fit_seconds["prepared_hit"] = float(prepared_cache().counts["hits"] > hits)
+        self.preprocessor = fitted
+        return plans
+
+    def _build_prepared(self) -> tuple[Any, dict[str, Any]]:
         from ..data import Dataset
         from ..data.splits import share_split_inputs
 
         shared = share_split_inputs({n: ds.plan for n, ds in self.datasets.items()})
         datasets = {n: Dataset(plan) for n, plan in shared.items()}
-        if self.preprocessor is not None and "train" in datasets:
-            if getattr(self.preprocessor, "is_fittable", True):
+        preprocessor = self.preprocessor
+        if preprocessor is not None and "train" in datasets:
+            if getattr(preprocessor, "is_fittable", True):
                 # a private copy: trials of a Tuner share the trainer they were made from
-                self.preprocessor = copy.deepcopy(self.preprocessor).fit(datasets["train"])
-            datasets = {n: self.preprocessor.transform(ds) for n, ds in datasets.items()}
-        return {n: ds.materialize().plan for n, ds in datasets.items()}
+                preprocessor = copy.deepcopy(preprocessor).fit(datasets["train"])
+            datasets = {n: preprocessor.transform(ds) for n, ds in datasets.items()}
+        return preprocessor, {n: ds.materialize().plan for n, ds in datasets.items()}
 
     def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str]) -> list[dict[str, Any]]:
+        from .prepared import prepared_cache
         from .sharding import assign_shards
 
-        return assign_shards(client, datasets, workers, equal=self._backend.equal_shards)
+        equal = self._backend.equal_shards
+        return prepared_cache().shards(self._prepared_key, (tuple(workers), equal, tuple(sorted(datasets))),
+                                       lambda: assign_shards(client, datasets, workers, equal=equal))
 
     def _spec_maker(self, group: WorkerGroup, assigned: list[dict[str, Any]], restore: Checkpoint | None,
                     start_step: int, storage_dir: str, name: str,
@@ -173,6 +230,9 @@ class BaseTrainer:
 
     def _run_attempts(self, client: Any, group_args: dict[str, Any], datasets: dict[str, Any], recorder: Recorder,
                       storage_dir: str, name: str, start_step: int) -> Result:
+        from .prepared import layout_token
+
+        seconds = self.last_fit_seconds if isinstance(self.last_fit_seconds, FitSeconds) else FitSeconds()
         ckpt_config = self.run_config.checkpoint_config
         manager = CheckpointManager(ckpt_config.num_to_keep, ckpt_config.checkpoint_score_attribute,
                                     ckpt_config.checkpoint_score_order)
@@ -188,15 +248,14 @@ class BaseTrainer:
             uri = message.get("checkpoint")
             state["step"], state["metrics"] = step, metrics
             history.append({**metrics, "training_iteration": step})
-            recorder.on_report(step, metrics, uri)
+            with seconds.phase("records"):
+                recorder.on_report(step, metrics, uri)
             if uri:
-                for dropped in manager.register(Checkpoint(uri), metrics):
-                    delete_checkpoint(dropped)
-                    recorder.on_checkpoint_deleted(dropped.path)
-            for callback in self.run_config.callbacks:
-                hook = getattr(callback, "on_report", None)
-                if hook is not None:
-                    hook(metrics, Checkpoint(uri) if uri else None)
+                with seconds.phase("checkpoint"):
+                    for dropped in manager.register(Checkpoint(uri), metrics):
+                        delete_checkpoint(dropped)
+                        recorder.on_checkpoint_deleted(dropped.path)
+            self._tell_callbacks("on_report", dict(history[-1]), Checkpoint(uri) if uri else None)
             if self.run_config.verbose:
                 live.update([[h["training_iteration"], *(h.get(c, "") for c in columns(metrics))]
                              for h in history[-10:]])
@@ -221,14 +280,20 @@ class BaseTrainer:
             while True:
                 group = WorkerGroup(**group_args)
                 try:  # every way out of an attempt stops its ranks and frees their resources
-                    workers = group._place(_holders(client, datasets), wait_for_capacity=60.0 if failures else 0.0)
-                    assigned = self._shards(client, datasets, workers)
-                    self._check_shards(assigned)
-                    group.start(self._spec_maker(group, assigned, manager.latest or checkpoint, state["step"],
-                                                 storage_dir, name,
-                                                 group.decisions if recorder.decides_reports else None),
-                                prefer=workers)
-                    group.watch(partial(on_report, group=group))
+                    with seconds.phase("placement"):
+                        workers = group._place(_holders(client, datasets),
+                                               wait_for_capacity=60.0 if failures else 0.0)
+                        assigned = self._shards(client, datasets, workers)
+                        self._check_shards(assigned)
+                        self._layout = layout_token(assigned)
+                        group.start(self._spec_maker(group, assigned, manager.latest or checkpoint, state["step"],
+                                                     storage_dir, name,
+                                                     group.decisions if recorder.decides_reports else None),
+                                    prefer=workers)
+                    with seconds.phase("training"):
+                        group.watch(partial(on_report, group=group))
+                    for phase, took in group.rank_seconds.get(0, {}).items():
+                        seconds[f"rank0_{phase}"] = seconds.get(f"rank0_{phase}", 0.0) + took
                     break
                 except RankFailedError as exc:
                     failures += 1

@@ -65,12 +65,33 @@ class RankSpec:
 
 
 DECISION_TIMEOUT = 300.0  # seconds rank 0 waits for the driver's answer to a report before going on
+STOP_POLL_S = 0.2  # a rank asks whether it should stop at most this often (after a report)
+
+
+def _every(seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check`` asked at most every ``seconds`` (false in between); once true, true for good.
+
+    The stop event lives on the scheduler: asking it after every report costs a
+    round trip per boosting round, which a rank in lock-step with others pays
+    on every round.
+    """
+    last = [-float("inf")]
+    seen = [False]
+
+    def throttled() -> bool:
+        now = time.monotonic()
+        if not seen[0] and now - last[0] >= seconds:
+            last[0] = now
+            seen[0] = bool(check())
+        return seen[0]
+
+    return throttled
 
 
 def _stop_check(spec: RankSpec, stop: Any) -> Callable[[], bool]:
     """What a rank asks after each report: the group's stop event, and for rank 0 the driver's answer."""
     if spec.decisions is None or spec.rank != 0:
-        return stop.is_set  # type: ignore[no-any-return]
+        return _every(STOP_POLL_S, stop.is_set)
     from distributed import Queue
 
     decisions = Queue(spec.decisions)
@@ -109,11 +130,17 @@ def run_rank(spec: RankSpec) -> Any:
     shards = {name: DataShard(name, blocks, rows) for name, (blocks, rows) in spec.shards.items()}
     session = Session(context, lambda m: _emit(topic, {"event": "report", **m}), spec.storage_dir,
                       spec.checkpoint, shards, _stop_check(spec, stop), start_iteration=spec.start_iteration)
+    seconds = session.seconds
+    began = time.perf_counter()
     try:
         with spec.backend.rank_context(spec, Rendezvous(spec.group, spec.backend.timeout_s)) as info:
+            seconds["rendezvous"] = time.perf_counter() - began
             session.backend_info = info  # type: ignore[attr-defined]
+            looped = time.perf_counter()
             with session_scope(session):
                 result = spec.loop() if spec.config is None else spec.loop(spec.config)
+            seconds["training"] = (time.perf_counter() - looped - seconds.get("data", 0.0)
+                                   - seconds.get("checkpoint", 0.0))
     except StopRequested:
         result = None
     except BaseException as exc:
@@ -124,7 +151,7 @@ def run_rank(spec: RankSpec) -> Any:
             _emit(topic, {"event": "failed", "rank": spec.rank, "traceback": traceback.format_exc()})
             raise
         result = None
-    _emit(topic, {"event": "finished", "rank": spec.rank})
+    _emit(topic, {"event": "finished", "rank": spec.rank, "seconds": dict(seconds)})
     return result
 
 
@@ -153,6 +180,7 @@ class WorkerGroup:
         self.workers: list[str] = []
         self._topic = f"airflowless-train-{self.group}"
         self.decisions = f"{self.group}-decisions"  # the queue rank 0 reads answers on (RankSpec.decisions)
+        self.rank_seconds: dict[int, dict[str, float]] = {}  # rank -> where its time went (when it finished)
 
     # -- placement -----------------------------------------------------------------
     def _offers(self) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
@@ -165,25 +193,42 @@ class WorkerGroup:
         return totals, free
 
     def check_capacity(self) -> None:
+        """Raise :class:`CapacityError` if the cluster is too small for the group and cannot grow."""
+        from ..runtime.adaptive import may_grow
+
         totals, _ = self._offers()
-        check_capacity(totals, self.resources, self.num_workers, what=self.name)
+        try:
+            check_capacity(totals, self.resources, self.num_workers, what=self.name)
+        except CapacityError:
+            if not may_grow(self.client):  # an adaptive cluster adds workers while the group waits
+                raise
 
     def _place(self, prefer: list[str], *, wait_for_capacity: float = 0.0) -> list[str]:
         """Workers for every rank, waiting while they are busy; ``wait_for_capacity`` seconds are
         also allowed for lost workers to come back (after a failure) before the cluster counts as too small."""
+        from ..runtime.adaptive import WaitingFor, may_grow
+
         waited = time.monotonic()
+        # while it waits, the group tells an adaptive cluster what it needs (runtime/adaptive.py)
+        with WaitingFor(self.client, self.group, self.resources, self.num_workers, distinct=True) as waiting:
+            return self._place_waiting(prefer, waited, wait_for_capacity, waiting, may_grow)
+
+    def _place_waiting(self, prefer: list[str], waited: float, wait_for_capacity: float, waiting: Any,
+                       may_grow: Callable[[Any], bool]) -> list[str]:
         while True:
             totals, free = self._offers()
             try:
                 check_capacity(totals, self.resources, self.num_workers, what=self.name)
             except CapacityError:
-                if time.monotonic() - waited > wait_for_capacity:
+                waiting.declare()
+                if time.monotonic() - waited > wait_for_capacity and not may_grow(self.client):
                     raise
                 time.sleep(0.5)
                 continue
             chosen = choose_workers(free, self.resources, self.num_workers, prefer)
             if chosen is not None:
                 return chosen
+            waiting.declare()
             if self.placement_timeout_s is not None and time.monotonic() - waited > self.placement_timeout_s:
                 raise RankFailedError(f"{self.name}: no room for {self.num_workers} rank(s) with {self.resources} "
                                       f"within {self.placement_timeout_s:g} s")
@@ -237,22 +282,28 @@ class WorkerGroup:
         from .gather import ReportGatherer
 
         reports = ReportGatherer(on_report)
-        for message in self._early:
+
+        def add(message: dict[str, Any]) -> None:
+            if message.get("event") == "finished" and "seconds" in message:
+                self.rank_seconds[message["rank"]] = message["seconds"]
             reports.add(message)
+
+        for message in self._early:
+            add(message)
         self._early = []
         checked = time.monotonic()
         while not all(f.done() for f in self.futures):
             with contextlib.suppress(queue.Empty):
-                reports.add(self.events.get(timeout=0.25))
+                add(self.events.get(timeout=0.25))
             if time.monotonic() - checked >= 0.25:  # also while reports keep coming
                 self._check_alive()
                 checked = time.monotonic()
         # reports still on their way: the scheduler keeps the topic's history
         time.sleep(0.05)
         for _, message in self.client.get_events(self._topic):
-            reports.add(message)
+            add(message)
         while not self.events.empty():
-            reports.add(self.events.get_nowait())
+            add(self.events.get_nowait())
         for rank, future in enumerate(self.futures):
             if future.status == "error":
                 raise RankFailedError(_rank_error(rank, future))

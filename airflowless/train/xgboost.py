@@ -22,7 +22,7 @@ from typing import Any
 from .backends.xgboost import XGBoostBackend
 from .checkpoint import Checkpoint
 from .context import get_checkpoint, get_context, get_dataset_shard, report
-from .gbdt import GBDTTrainer, features_and_label, report_model
+from .gbdt import GBDTTrainer, features_and_label, report_model, shared_matrices
 
 __all__ = ["XGBoostTrainer", "MODEL_FILE"]
 
@@ -33,13 +33,23 @@ def _xgboost_loop(config: dict[str, Any]) -> None:
     import xgboost as xgb
 
     params = {"tree_method": "hist", **config["params"], "nthread": config["nthread"]}
-    x, y = features_and_label(get_dataset_shard("train"), config["label_column"])
-    dtrain = xgb.QuantileDMatrix(x, label=y) if params["tree_method"] == "hist" else xgb.DMatrix(x, label=y)
-    evals = [(dtrain, "train")]
-    for name in config["datasets"]:
-        if name != "train":
-            xe, ye = features_and_label(get_dataset_shard(name), config["label_column"])
-            evals.append((xgb.DMatrix(xe, label=ye), name))
+    binning = {k: params.get(k) for k in ("tree_method", "max_bin", "missing", "enable_categorical")}
+
+    def build() -> tuple[list[Any], int]:
+        x, y = features_and_label(get_dataset_shard("train"), config["label_column"])
+        nbytes = int(x.memory_usage(index=False).sum())
+        dtrain: xgb.DMatrix = (xgb.QuantileDMatrix(x, label=y, max_bin=params.get("max_bin"))
+                               if params["tree_method"] == "hist" else xgb.DMatrix(x, label=y))
+        built: list[tuple[xgb.DMatrix, str]] = [(dtrain, "train")]
+        for name in config["datasets"]:
+            if name != "train":
+                xe, ye = features_and_label(get_dataset_shard(name), config["label_column"])
+                nbytes += int(xe.memory_usage(index=False).sum())
+                built.append((xgb.DMatrix(xe, label=ye), name))
+        return built, nbytes
+
+    evals = shared_matrices(config, "xgboost", binning, build, _all_ranks_have)
+    dtrain = evals[0][0]
     booster = None
     restored = get_checkpoint()
     if restored is not None:
@@ -65,6 +75,16 @@ def _xgboost_loop(config: dict[str, Any]) -> None:
     if total - done > 0:
         xgb.train(params, dtrain, num_boost_round=total - done, evals=evals, xgb_model=booster,
                   callbacks=[Report()], verbose_eval=False)
+
+
+def _all_ranks_have(have: bool) -> bool:
+    """Whether every rank has its matrices: an all-reduce (minimum) in XGBoost's collective."""
+    import numpy as np
+    from xgboost import collective
+
+    if get_context().world_size == 1:
+        return have
+    return bool(collective.allreduce(np.array([int(have)], dtype=np.int32), collective.Op.MIN)[0])
 
 
 class XGBoostTrainer(GBDTTrainer):

@@ -8,6 +8,7 @@ Float(lower=0.2, upper=0.4, log=False, q=None, mean=None, sd=None)
 from ..train.checkpoint import Checkpoint
 from ..train.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ..train.context import get_checkpoint, get_context, report
+from .callback import Callback, LoggerCallback
 from .config import TuneConfig
 from .result_grid import ResultGrid
 from .schedulers import (
@@ -46,7 +47,7 @@ __all__ = ["Tuner", "TuneConfig", "ResultGrid", "report", "get_checkpoint", "get
            "TrialScheduler", "FIFOScheduler", "ASHAScheduler", "AsyncHyperBandScheduler", "HyperBandScheduler",
            "MedianStoppingRule", "PopulationBasedTraining", "Decision", "MaximumIterationStopper", "TimeoutStopper", "TrialPlateauStopper",
            "FunctionStopper", "OptunaSearch", "HyperOptSearch",
-           "with_parameters", "with_resources", "RunConfig", "CheckpointConfig", "FailureConfig", "ScalingConfig",
+           "with_parameters", "with_resources", "Callback", "LoggerCallback", "RunConfig", "CheckpointConfig", "FailureConfig", "ScalingConfig",
            "Checkpoint"]
 
 

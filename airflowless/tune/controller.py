@@ -70,6 +70,8 @@ class TuneController:
         self._counter = 0
         self.resumable: dict[str, bool] = {}  # paused trials whose runs stopped -> waiting in memory?
         self._exploits: dict[str, tuple[dict[str, Any], str, int]] = {}  # PBT: paused -> (config, ckpt, it)
+        self.stopped: set[str] = set()  # trials stopped from outside (a control-plane request)
+        self.stop_requested = False  # the whole experiment was stopped from outside
 
     @staticmethod
     def _view(trial: Trial) -> TrialView:
@@ -160,6 +162,32 @@ class TuneController:
             actions.append(Stop(trial))  # lets a run waiting in memory go, and records the end
         return actions
 
+    def stop_trial(self, trial_id: str) -> list[Stop]:
+        """Stop a trial from outside (the control plane), as a scheduler's STOP does; nothing once it ended.
+
+        A running trial gets ``Stop`` and ends when its run does; a pending or
+        paused one ends now (a paused run still pausing ends in :meth:`on_paused`).
+        """
+        trial = self.trials.get(trial_id)
+        if trial is None or trial.finished:
+            return []
+        self.stopped.add(trial_id)
+        trial.stopped_early = True
+        self._exploits.pop(trial_id, None)
+        if trial.status == TrialStatus.RUNNING:
+            return [Stop(trial)]
+        if trial.status == TrialStatus.PAUSED and trial_id not in self.resumable:
+            return []
+        self.resumable.pop(trial_id, None)
+        self._terminate(trial)
+        return [Stop(trial)]
+
+    def stop_experiment(self) -> list[Stop]:
+        """Stop the experiment from outside: no new trials, and every unfinished one stopped."""
+        self.stop_requested = True
+        self.search_finished = True
+        return [action for trial_id in list(self.trials) for action in self.stop_trial(trial_id)]
+
     def accepts(self, trial_id: str) -> bool:
         """Whether a report of the trial still counts: not once it ended or was told to stop
         (a report its run sent after the stop is not the trial's result)."""
@@ -193,13 +221,17 @@ class TuneController:
     def on_paused(self, trial_id: str, *, in_memory: bool) -> None:
         """A paused trial's run has stopped: it waits in memory on its worker, or will restart from its checkpoint."""
         trial = self.trials[trial_id]
-        if trial.status == TrialStatus.PAUSED:
+        if trial.status == TrialStatus.PAUSED and trial_id in self.stopped:  # stopped while it paused
+            self._terminate(trial)
+        elif trial.status == TrialStatus.PAUSED:
             self.resumable[trial_id] = in_memory
 
     def on_park_lost(self, trial_id: str) -> None:
         """A trial resumed in memory was not there any more (its worker left): it restarts from its checkpoint."""
         trial = self.trials[trial_id]
-        if not trial.finished:
+        if trial_id in self.stopped and not trial.finished:
+            self._terminate(trial)
+        elif not trial.finished:
             trial.status = TrialStatus.PENDING
 
     def on_complete(self, trial_id: str) -> None:
@@ -224,7 +256,7 @@ class TuneController:
         if trial.finished:
             return
         self.resumable.pop(trial_id, None)
-        if trial.restarts < self.max_failures:
+        if trial.restarts < self.max_failures and trial_id not in self.stopped:
             trial.restarts += 1
             trial.status = TrialStatus.PENDING  # started again from its checkpoint by next_actions
             return
@@ -235,7 +267,8 @@ class TuneController:
 
     def get_state(self) -> dict[str, Any]:
         return {"trials": self.trials, "counter": self._counter, "search_finished": self.search_finished,
-                "searcher": self.searcher.get_state(), "exploits": self._exploits}
+                "searcher": self.searcher.get_state(), "exploits": self._exploits,
+                "stopped": set(self.stopped), "stop_requested": self.stop_requested}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.trials = state["trials"]
@@ -243,6 +276,8 @@ class TuneController:
         self.search_finished = state["search_finished"]
         self.searcher.set_state(state["searcher"])
         self._exploits = state.get("exploits", {})
+        self.stopped = set(state.get("stopped", ()))
+        self.stop_requested = bool(state.get("stop_requested", False))
         for trial in self.trials.values():
             self.scheduler.on_trial_add(self._view(trial))
             if trial.status == TrialStatus.PAUSED and trial.trial_id not in self._exploits:

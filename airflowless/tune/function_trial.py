@@ -29,13 +29,14 @@ from typing import Any
 from ..train.checkpoint import Checkpoint
 from ..train.context import Session, StopRequested, TrainContext, session_scope
 
-__all__ = ["run_function_trial", "resume_function_trial", "release_function_trial", "ParkedTrialLost",
-           "PARK_TIMEOUT"]
+__all__ = ["run_function_trial", "resume_function_trial", "release_function_trial", "stop_function_trial",
+           "ParkedTrialLost", "PARK_TIMEOUT"]
 
 PARK_TIMEOUT = 1800.0  # seconds a paused run waits to be resumed before it ends (an abandoned experiment)
 DECISION_TIMEOUT = 300.0  # seconds a report waits for the driver's answer before going on
 
 _parked: dict[str, _Run] = {}  # run key -> a paused run waiting on this worker
+_active: dict[str, _Run] = {}  # run key -> a run whose function is alive on this worker
 _lock = threading.Lock()
 
 
@@ -52,10 +53,13 @@ class _Run:
         self.outcomes: queue.Queue[tuple[str, BaseException | None]] = queue.Queue()  # for the driving task
         self.commands: queue.Queue[str] = queue.Queue()  # RESUME | STOP, for a parked run
         self.sent = 0
+        self.stop_requested = False  # set by stop_function_trial: the run stops at its next report
         self._decisions: Any = None
 
     def should_stop(self) -> bool:
         """Called after each report: wait for the driver's answer (and park on PAUSE)."""
+        if self.stop_requested:
+            return True
         if self.decisions_name is None:
             return False
         if self._decisions is None:
@@ -117,7 +121,12 @@ def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: st
                 pass
             except BaseException as exc:  # handed to the driving task, which raises it
                 error = exc
+        with _lock:
+            _active.pop(run_key, None)
         run.outcomes.put(("ended", error))
+
+    with _lock:
+        _active[run_key] = run
 
     # the thread sees this task's worker (get_worker, get_client) through the copied context
     context = contextvars.copy_context()
@@ -142,4 +151,15 @@ def release_function_trial(run_key: str) -> bool:
     if run is None:
         return False
     run.commands.put("STOP")
+    return True
+
+
+def stop_function_trial(run_key: str) -> bool:
+    """Ask a run on this worker to stop at its next report (run with ``Client.run``, beside the
+    task threads, since the run's task holds its slot); False if it is not here."""
+    with _lock:
+        run = _active.get(run_key)
+    if run is None:
+        return False
+    run.stop_requested = True
     return True

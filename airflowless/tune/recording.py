@@ -48,7 +48,7 @@ class ExperimentRecorder:
             saved = self.store.trial_checkpoints(record["id"])
             if saved and (trial.checkpoint is None or saved[-1]["step"] > trial.checkpoint_iteration):
                 trial.checkpoint, trial.checkpoint_iteration = saved[-1]["uri"], int(saved[-1]["step"])
-            if record["status"] in ("terminated", "errored") and not trial.finished:
+            if record["status"] in ("terminated", "errored", "stopped") and not trial.finished:
                 ended[trial.trial_id] = record
             known = {int(r.get("training_iteration", 0)) for r in trial.results}
             for row in self.store.trial_metrics(record["id"]):
@@ -61,6 +61,15 @@ class ExperimentRecorder:
     def _update(self, trial: Trial, **fields: Any) -> None:
         if trial.record_id is not None:
             self._updates.setdefault(trial.record_id, {}).update(fields)
+
+    def trials_starting(self, trials: list[Trial]) -> None:
+        """Create the records of trials about to start in one transaction (else one each in :meth:`trial_started`)."""
+        new = [t for t in trials if t.record_id is None]
+        if not new or self.experiment_id is None:
+            return
+        ids = self.store.add_trials(self.experiment_id, [(t.trial_id, t.config, "running") for t in new])
+        for trial, record_id in zip(new, ids, strict=True):
+            trial.record_id = record_id
 
     def trial_started(self, trial: Trial) -> None:
         if trial.record_id is None and self.experiment_id is not None:
@@ -86,9 +95,10 @@ class ExperimentRecorder:
     def trial_restarted(self, trial: Trial) -> None:
         self._update(trial, status="pending", restarts=trial.restarts)
 
-    def trial_ended(self, trial: Trial) -> None:
-        self._update(trial, status=_STATUS[trial.status], error=trial.error,
-                     finished_at=datetime.now(timezone.utc))
+    def trial_ended(self, trial: Trial, *, stopped: bool = False) -> None:
+        """``stopped``: it was stopped from outside (the control plane), recorded ``stopped``."""
+        status = "stopped" if stopped and trial.status == TrialStatus.TERMINATED else _STATUS[trial.status]
+        self._update(trial, status=status, error=trial.error, finished_at=datetime.now(timezone.utc))
 
     def flush(self) -> None:
         if not self._metrics and not self._updates and not self._checkpoints:
@@ -105,8 +115,10 @@ class ExperimentRecorder:
         for trial_id, step, uri, values in checkpoints:  # after the reports: restore trusts the pair
             self.store.add_checkpoint(trial_id, step, uri, values)
 
-    def finish(self, trials: dict[str, Trial]) -> None:
+    def finish(self, trials: dict[str, Trial], *, stopped: bool = False) -> None:
+        """``stopped``: the experiment was stopped from outside (the control plane), recorded ``stopped``."""
         if self.experiment_id is None:
             return
         errored = sum(1 for t in trials.values() if t.status == TrialStatus.ERRORED)
-        self.store.finish_experiment(self.experiment_id, "terminated" if not errored else "terminated_with_errors")
+        status = "stopped" if stopped else "terminated" if not errored else "terminated_with_errors"
+        self.store.finish_experiment(self.experiment_id, status)

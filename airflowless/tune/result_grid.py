@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 from collections.abc import Iterator
 from typing import Any
@@ -99,6 +100,34 @@ class ResultGrid:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def plot(self, metric: str | None = None, mode: str | None = None) -> Any:
+        """A Bokeh figure of ``metric`` over training iterations: one line per trial, the best highlighted.
+
+        ``metric``/``mode`` default to TuneConfig's (the metric: else the first
+        numeric one reported); without a mode no trial is highlighted. Failed
+        trials are dashed; each line is named after its trial.
+
+        >>> from bokeh.io import output_notebook, show             # doctest: +SKIP
+        >>> output_notebook(); show(grid.plot("loss", mode="min"))  # doctest: +SKIP
+        """
+        from ..plots import first_metric, learning_curves
+
+        if mode not in (None, "min", "max"):
+            raise ConfigError(f"mode must be 'min' or 'max', got {mode!r}")
+        metric = metric or self._metric or first_metric([r.metrics_history for r in self._results])
+        mode = mode or (self._mode if metric == self._metric else None)
+        labels = [_label(r, i) for i, r in enumerate(self._results)]
+        best = None
+        if mode is not None:
+            with contextlib.suppress(ValueError):  # no trial ended with a finite value: none highlighted
+                chosen = self.get_best_result(metric, mode)
+                best = next(label for label, r in zip(labels, self._results, strict=True) if r is chosen)
+        return learning_curves({label: r.metrics_history for label, r in zip(labels, self._results, strict=True)},
+                               metric, best=best,
+                               failed={label for label, r in zip(labels, self._results, strict=True)
+                                       if r.error is not None},
+                               title=f"{metric} ({mode}: best in red)" if best else metric)
+
     def __repr__(self) -> str:
         return (f"ResultGrid<{len(self)} trials, {self.num_terminated} completed, {self.num_errors} errored, "
                 f"path={self.experiment_path!r}>")
@@ -106,6 +135,11 @@ class ResultGrid:
     def _repr_html_(self) -> str:
         frame = self.get_dataframe()
         return f"<p>{html.escape(repr(self))}</p>" + frame.to_html(max_rows=50)
+
+
+def _label(result: Result, index: int) -> str:
+    """A trial's name: its folder's name (the trial id), else its position."""
+    return result.path.rstrip("/").rsplit("/", 1)[-1] if result.path else f"trial {index}"
 
 
 def _best_report(history: list[dict[str, Any]], metric: str, lowest: bool) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ as a function trial does. Under FIFO nothing waits.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Any
@@ -57,6 +58,8 @@ class TrainerTrial(threading.Thread):
     def run(self) -> None:
         try:
             trainer = self.trainer.with_overrides(self.config)
+            # trials of one experiment share prepared data (train.prepared); dropped when it ends
+            trainer._prepared_scope = os.path.dirname(self.storage_dir.rstrip("/"))
             if self.checkpoint:
                 trainer.resume_from_checkpoint = Checkpoint(self.checkpoint)
             result = trainer.fit_with_recorder(

@@ -29,6 +29,19 @@ class Trial:
     error: str | None = None
     stopped_early: bool = False
     record_id: int | None = None
+    path: str | None = None  # the trial's folder (a local path or an fsspec URL), set when it first starts
+
+    def __str__(self) -> str:
+        return self.trial_id
+
+    @property
+    def local_path(self) -> str | None:
+        """The trial's folder when it is on this machine's file system (Ray's ``Trial.local_path``), else None."""
+        if self.path is None:
+            return None
+        if self.path.startswith("file://"):
+            return self.path[len("file://"):]
+        return None if "://" in self.path else self.path
 
     @property
     def last_result(self) -> dict[str, Any]:

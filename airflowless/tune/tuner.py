@@ -32,8 +32,10 @@ from ..integrity import read_signed, write_signed
 from ..names import join_under
 from ..train.checkpoint import Checkpoint
 from ..train.config import RunConfig
+from ..train.prepared import prepared_cache
 from ..train.result import Result
 from ..train.trainer import BaseTrainer
+from .callback import CallbackList
 from .config import TuneConfig
 from .controller import Pause, Resume, Start, TuneController
 from .function_trial import (
@@ -41,6 +43,7 @@ from .function_trial import (
     release_function_trial,
     resume_function_trial,
     run_function_trial,
+    stop_function_trial,
 )
 from .recording import ExperimentRecorder
 from .result_grid import ResultGrid
@@ -149,7 +152,10 @@ class Tuner:
                         controller.on_complete(trial_id)
             else:
                 recorder.create()
-            _Loop(self, controller, recorder, client).run()
+            try:
+                _Loop(self, controller, recorder, client).run()
+            finally:  # what its Trainer trials prepared together goes with the experiment
+                prepared_cache().release_scope(self.path.rstrip("/"), client)
         return self._grid(controller)
 
     def _grid(self, controller: TuneController) -> ResultGrid:
@@ -192,6 +198,7 @@ class _Loop:
                                            for t in controller.trials.values() for r in t.results}
         needs_stop = self.controller.scheduler.needs_results_promptly or bool(self.controller.stoppers)
         self.stop_events = needs_stop
+        self.callbacks = CallbackList(tuner.run_config.callbacks, controller.trials)  # RunConfig(callbacks=...)
 
     def _show(self, force: bool = False) -> None:
         trials = list(self.controller.trials.values())
@@ -206,14 +213,25 @@ class _Loop:
         metric = self.tuner.tune_config.metric or "metric"
         self.table = LiveTable(f"{self.tuner.name}", ["trial", "status", "config", "iter", metric])
         self.client.subscribe_topic(self.topic, lambda event: self.events.put(("message", event[1])))
+        control = contextlib.ExitStack()  # stop requests from the control plane (see airflowless.control.actions)
+        if self.recorder.experiment_id is not None:
+            from ..control.actions import experiment_topic, listen
+
+            control.enter_context(listen(self.client, experiment_topic(self.recorder.experiment_id),
+                                         lambda message: self.events.put(("control", message))))
         last_save = 0.0
         saved_trials = -1
+        self.callbacks.setup(stop=self.tuner.run_config.stop, num_samples=self.tuner.tune_config.num_samples,
+                             total_num_samples=None, experiment_name=self.tuner.name,
+                             experiment_path=self.tuner.path)
         try:
             while True:
+                self.callbacks.step_begin()
                 actions = self.controller.next_actions()
                 if len(self.controller.trials) != saved_trials:  # new trials are in the state before they run
                     self.tuner._save_state(self.controller, self.recorder.experiment_id)
                     last_save, saved_trials = time.monotonic(), len(self.controller.trials)
+                self.recorder.trials_starting([a.trial for a in actions if isinstance(a, Start)])
                 for action in actions:
                     if isinstance(action, Start):
                         self._start(action)
@@ -228,6 +246,7 @@ class _Loop:
                     self.tuner._save_state(self.controller, self.recorder.experiment_id)
                     last_save = time.monotonic()
                 self._show()
+                self.callbacks.step_end()
                 if self.controller.done:
                     break
         except BaseException:
@@ -237,6 +256,7 @@ class _Loop:
                 self._stop(trial_id)
             raise
         finally:
+            control.close()
             self._show(force=True)
             self.table.close()
             with contextlib.suppress(Exception):
@@ -244,13 +264,16 @@ class _Loop:
             with contextlib.suppress(Exception):
                 self.client.gather(self.releases, errors="skip")
         self.recorder.flush()
-        self.recorder.finish(self.controller.trials)
+        self.recorder.finish(self.controller.trials, stopped=self.controller.stop_requested)
         self.tuner._save_state(self.controller, self.recorder.experiment_id)
+        self.callbacks.experiment_end()
 
     def _start(self, action: Start) -> None:
         trial = action.trial
-        self.recorder.trial_started(trial)
         storage_dir = f"{self.tuner.path}/{trial.trial_id}"
+        trial.path = storage_dir
+        self.recorder.trial_started(trial)
+        self.callbacks.trial_started(trial)
         start_iteration = action.iteration  # a restarted trial numbers its reports on from its checkpoint
         self.received[trial.trial_id] = 0
         self.seen = {(tid, it) for tid, it in self.seen if tid != trial.trial_id or it <= start_iteration}
@@ -288,6 +311,7 @@ class _Loop:
         """A paused function trial goes on in memory: a task on its worker wakes its run."""
         trial = self.controller.trials[trial_id]
         self.recorder.trial_started(trial)
+        self.callbacks.trial_started(trial)
         worker = self.parked.pop(trial_id)
         # placed on the run's worker while it lives; elsewhere it finds nothing and the trial restarts
         future = self.client.submit(resume_function_trial, self.runs[trial_id], workers=[worker],
@@ -309,7 +333,7 @@ class _Loop:
             self._decide(trial_id, "STOP")
         trial = self.controller.trials[trial_id]
         if trial.finished:  # a paused trial ended without running again
-            self.recorder.trial_ended(trial)
+            self._ended(trial)
 
     def _pause(self, trial_id: str) -> None:
         if trial_id in self.threads:  # a Trainer trial stops and later restarts from its checkpoint
@@ -363,10 +387,28 @@ class _Loop:
                 self._paused(trial_id, worker=None)
                 return
             self.controller.on_complete(trial_id)
-            self.recorder.trial_ended(self.controller.trials[trial_id])
+            self._ended(self.controller.trials[trial_id])
         elif kind == "error":
             self.threads.pop(item[1], None)
             self._error(item[1], item[2])
+        elif kind == "control":
+            self._control(item[1])
+
+    def _control(self, message: dict[str, Any]) -> None:
+        """A control-plane request: the controller stops one trial or all, as a scheduler's STOP does."""
+        if message.get("action") == "stop":
+            actions = self.controller.stop_experiment()
+        elif message.get("action") == "stop_trial" and message.get("trial") in self.controller.trials:
+            actions = self.controller.stop_trial(message["trial"])
+        else:
+            return
+        for action in actions:
+            trial_id = action.trial.trial_id
+            self._stop(trial_id)
+            if trial_id in self.futures and trial_id in self.runs and not self.stop_events:
+                # a function trial that waits for no decision stops at its next report
+                with contextlib.suppress(Exception):
+                    self.client.run(stop_function_trial, self.runs[trial_id])
 
     def _result(self, trial_id: str, result: dict[str, Any]) -> None:
         key = (trial_id, int(result.get("training_iteration", 0)))
@@ -388,6 +430,7 @@ class _Loop:
         if self.stop_events and trial_id in self.futures and not stopped:
             self._decide(trial_id, "CONTINUE")  # the function trial waits for an answer to each report
         self.recorder.result(self.controller.trials[trial_id], result)
+        self.callbacks.result(self.controller.trials[trial_id], result)
 
     def _paused(self, trial_id: str, worker: str | None) -> None:
         """A paused trial's run stopped: parked on ``worker``, or gone (it resumes from its checkpoint)."""
@@ -395,15 +438,26 @@ class _Loop:
             self.parked[trial_id] = worker
         self.controller.on_paused(trial_id, in_memory=worker is not None)
         trial = self.controller.trials[trial_id]
+        if trial.finished and trial_id in self.parked:  # stopped while it paused: its parked run goes
+            self._release(trial_id)
         if trial.finished:
-            self.recorder.trial_ended(trial)
+            self._ended(trial)
         elif trial.trial_id in self.controller.resumable:
             self.recorder.trial_paused(trial)
 
     def _error(self, trial_id: str, error: str) -> None:
         self.controller.on_error(trial_id, error)
         trial = self.controller.trials[trial_id]
-        self.recorder.trial_ended(trial) if trial.finished else self.recorder.trial_restarted(trial)
+        if trial.finished:
+            self._ended(trial)
+        else:
+            self.recorder.trial_restarted(trial)
+            self.callbacks.trial_restarted(trial)
+
+    def _ended(self, trial: Any) -> None:
+        """A trial ended for good: the record and the callbacks hear it."""
+        self.recorder.trial_ended(trial, stopped=trial.trial_id in self.controller.stopped)
+        self.callbacks.trial_ended(trial)
 
     def _finish_ended_tasks(self) -> None:
         """A function trial is complete once its task ended and all its reports arrived (events may lag)."""
@@ -436,7 +490,7 @@ class _Loop:
                 self._paused(trial_id, worker=said["worker"])
                 continue
             self.controller.on_complete(trial_id)
-            self.recorder.trial_ended(self.controller.trials[trial_id])
+            self._ended(self.controller.trials[trial_id])
 
 
 

@@ -88,7 +88,7 @@ def test_every_port_binds_loopback_and_the_dashboard_refuses_other_addresses(tmp
         proc.wait()
 
 
-def test_console_shows_one_dashboard_line_and_a_quiet_exit(tmp_path: Path, home: Path) -> None:
+def test_console_shows_the_dashboard_and_control_plane_lines_and_a_quiet_exit(tmp_path: Path, home: Path) -> None:
     with ExitStack() as stack:  # port 8787 taken (by this test, or already by someone else)
         taken = stack.enter_context(socket.socket())
         try:
@@ -101,9 +101,10 @@ def test_console_shows_one_dashboard_line_and_a_quiet_exit(tmp_path: Path, home:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "SUM 380" in done.stdout
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
+    assert len(lines) == 2, done.stderr
     assert lines[0].startswith("airflowless: embedded cluster, 2 workers, dashboard http://127.0.0.1:")
-    assert ":8787/" not in lines[0]
+    assert lines[1].startswith("airflowless: control plane http://127.0.0.1:")
+    assert ":8787/" not in lines[0] + lines[1]
 
 
 CONNECT = """\

@@ -64,9 +64,9 @@ def _run(tmp_path: Path, **env: str) -> str:
 def test_a_fit_prints_no_framework_chatter(tmp_path: Path) -> None:
     output = _run(tmp_path)
     assert "got rank" not in output  # XGBoost's tracker, once per rank
-    # LightGBM's network setup: only the line of the listener thread that LightGBM starts itself,
-    # where its log callback and level are unset (they are per thread), reaches the console
-    assert {line for line in output.splitlines() if "[LightGBM]" in line} <= {"[LightGBM] [Info] Listening..."}
+    # LightGBM's network setup, including the listener thread that LightGBM starts itself
+    # (its log callback and level are unset there: they are per thread)
+    assert [line for line in output.splitlines() if "[LightGBM]" in line] == []
     assert "xgboost:" not in output and "lightgbm:" not in output
 
 
@@ -101,3 +101,25 @@ def test_the_chatter_is_logged_at_debug(cluster_client: Any, caplog: pytest.LogC
         cluster_client.run(_set_level, logging.NOTSET)
     assert any(line.startswith("xgboost: ") and "got rank" in line for line in lines)
     assert any(line.startswith("lightgbm: ") and "Connected to rank" in line for line in lines)
+    assert any(line == "lightgbm: Listening..." for line in lines)  # from LightGBM's own listener thread
+
+
+def test_lightgbm_lines_on_stdout_are_logged_by_level_and_other_output_is_kept(
+        capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    from airflowless.train.backends.chatter import lightgbm_stdout_to_log
+
+    with caplog.at_level(logging.DEBUG, logger="airflowless.train.frameworks"):
+        with lightgbm_stdout_to_log() as network_up:
+            # what LightGBM's listener thread does: write to file descriptor 1 directly
+            os.write(1, b"[LightGBM] [Info] Listening...\n[LightGBM] [Warning] slow peer\n")
+            os.write(1, b"a user's line\n[LightGBM] [Fatal] Socket recv error\n")
+            network_up()
+            network_up()  # idempotent
+        os.write(1, b"[LightGBM] [Info] after the network is up\n")
+        logged = eventually(lambda: [(r.levelno, r.getMessage()) for r in caplog.records
+                                     if r.name == "airflowless.train.frameworks"] if len(caplog.records) >= 3 else [])
+    assert logged == [(logging.DEBUG, "lightgbm: Listening..."), (logging.WARNING, "lightgbm: slow peer"),
+                      (logging.ERROR, "lightgbm: Socket recv error")]
+    seen: list[str] = []  # the reader thread forwards the user's line: it may come after the later line
+    eventually(lambda: seen.extend(capfd.readouterr().out.splitlines()) or len(seen) >= 2)
+    assert sorted(seen) == ["[LightGBM] [Info] after the network is up", "a user's line"]

@@ -69,7 +69,11 @@ class Execution:
     peak_held_bytes: int = 0
 
     def __post_init__(self) -> None:
+        from ...control.live import Throttle
+
         self._inflight: dict[int, set[Future]] = {}
+        self.execution_id = uuid.uuid4().hex[:12]
+        self._live = Throttle()  # the live feed the control plane's data page shows, at most once a second
         info = self.client.scheduler_info(n_workers=-1).get("workers", {})
         self.threads = max(1, sum(w.get("nthreads", 1) for w in info.values()))
         memory = sum(w.get("memory_limit", 0) or 0 for w in info.values())
@@ -118,6 +122,18 @@ class Execution:
         for future in futures:
             if str(future.key) in self.owners:
                 future.cancel()
+
+    def publish_live(self, top: PhysicalOp, held_bytes: int, waiting: str = "", *, finished: bool = False) -> None:
+        """Tell the scheduler how this execution goes (:mod:`airflowless.control.live`), when due."""
+        if not (self._live.fired if finished else self._live.due()):
+            return  # an execution that ends within a second publishes nothing at all
+        from ...control.live import DATA_TOPIC, publish
+
+        operators = [{"operator": s.name, "tasks": s.tasks, "done": s.done, "running": s.tasks - s.done,
+                      "blocks": s.blocks, "rows": s.rows, "bytes": s.bytes} for s in self.stats.values()]
+        publish(self.client, DATA_TOPIC, {
+            "execution": self.execution_id, "dataset": top.name, "operators": operators,
+            "in_flight_bytes": held_bytes, "budget_bytes": self.budget, "waiting": waiting, "finished": finished})
 
     def gather(self, futures: list[Any]) -> list[Any]:
         return self.client.gather(futures) if futures else []
@@ -180,9 +196,14 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
                     exhausted = True
             if not window:
                 return
+            held = int(len(window) * max(fetched_bytes[-16:])) if average else 0
             if average:
-                ex.peak_held_bytes = max(ex.peak_held_bytes, int(len(window) * max(fetched_bytes[-16:])))
+                ex.peak_held_bytes = max(ex.peak_held_bytes, held)
             head = window[0]
+            limit = ex.window(average)
+            waiting = ("" if exhausted or len(window) < limit
+                       else "budget" if limit < ex.max_in_flight else "backpressure")
+            ex.publish_live(op, held, "upstream" if not head.done() else waiting)
             idle_since = time.monotonic()
             done_before = sum(f.done() for f in window)
             while not head.done():
@@ -193,6 +214,7 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
                     idle_since, done_before = time.monotonic(), done_now
                 elif time.monotonic() - idle_since > ex.ctx.stall_timeout_s:
                     raise ex.stall([f for f in window if not f.done()], time.monotonic() - idle_since)
+                ex.publish_live(op, held, "upstream")
             window.popleft()
             if not fetch:
                 yield head
@@ -206,3 +228,4 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
     finally:
         ex.cancel(window)
         source.close()  # type: ignore[attr-defined]
+        ex.publish_live(op, 0, finished=True)

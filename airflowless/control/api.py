@@ -1,0 +1,246 @@
+"""The REST API under ``/airflowless/api/v1``: tornado handlers for reads and actions.
+
+Every answer is JSON; every error is ``{"error": message}`` with its status
+(400 bad input, 401/403 token, 404 unknown id, 409 conflict, 503 no store or no
+cluster), never a traceback. Reads run :mod:`.reads` in a thread so the
+scheduler's event loop never waits on the database; actions call the function
+of the same name in :mod:`.actions`. To add a route: a handler here, a row in
+:func:`routes`, and its entry in :mod:`.openapi` (a test checks they agree).
+
+>>> from airflowless.control.context import ControlContext
+>>> [pattern for pattern, *_ in routes(ControlContext(None))][:2]
+['/airflowless/api/v1/runs', '/airflowless/api/v1/runs/([^/]+)']
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tornado import web
+from tornado.ioloop import IOLoop
+
+from . import auth, reads
+from .context import ControlContext
+from .errors import ApiError, BadRequest, NotFound, Unavailable
+
+__all__ = ["PREFIX", "ApiHandler", "routes"]
+
+PREFIX = "/airflowless/api/v1"
+_MAX_ID = 2**31 - 1  # the store's integer keys
+_MAX_LIMIT = 1000
+logger = logging.getLogger(__name__)
+
+
+class ApiHandler(web.RequestHandler):
+    """Base of every API handler: the token check, JSON answers and JSON errors."""
+
+    ctx: ControlContext
+
+    def initialize(self, ctx: ControlContext) -> None:
+        self.ctx = ctx
+
+    def prepare(self) -> None:
+        auth.check(self.ctx, self.request.headers.get("Authorization"), action=self.request.method == "POST")
+
+    def check_xsrf_cookie(self) -> None:
+        """Actions carry a bearer token, which a cross-site form cannot send: no cookie check."""
+
+    def reply(self, value: dict[str, Any]) -> None:
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(value, allow_nan=False))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs["exc_info"][1] if "exc_info" in kwargs else None
+        if isinstance(exc, ApiError):
+            status_code, message = exc.status, exc.message
+        elif isinstance(exc, web.HTTPError) and status_code == 405:
+            message = (f"{self.request.method} is not how {self.request.path} is called; "
+                       f"{PREFIX}/openapi.json lists each route's method")
+        elif isinstance(exc, web.HTTPError):
+            message = exc.log_message or self._reason
+        else:
+            message = "internal error; the scheduler's log has the details"
+        if status_code == 401:
+            self.set_header("WWW-Authenticate", 'Bearer realm="airflowless"')
+        self.set_status(status_code)
+        self.reply({"error": message})
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, ApiError):  # an answer, not a failure of the server
+            logger.debug("%s %s: %s %s", self.request.method, self.request.uri, value.status, value.message)
+        else:
+            super().log_exception(typ, value, tb)
+
+    async def read(self, fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> None:
+        """Answer with ``fn(store, *args, **kwargs)``, run in a thread."""
+        def call() -> dict[str, Any]:
+            from ..errors import StoreError
+
+            store = self.ctx.store()
+            try:
+                return fn(store, *args, **kwargs)
+            except StoreError as exc:
+                raise Unavailable(f"the airflowless store cannot be read: {exc}") from exc
+            except Exception as exc:
+                if type(exc).__module__.startswith("sqlalchemy"):
+                    raise Unavailable(f"the airflowless store cannot be read ({type(exc).__name__})") from exc
+                raise
+
+        self.reply(await IOLoop.current().run_in_executor(None, call))
+
+    def query_limit(self, default: int = 50) -> int:
+        text = self.get_query_argument("limit", str(default))
+        if not text.isdigit() or not 1 <= int(text) <= _MAX_LIMIT:
+            raise BadRequest(f"limit must be a whole number from 1 to {_MAX_LIMIT}, got {text!r}")
+        return int(text)
+
+    async def act(self, name: str, *args: Any) -> None:
+        """Answer with ``actions.<name>(ctx, *args)`` (awaited if it is a coroutine)."""
+        try:
+            from . import actions  # type: ignore[attr-defined,unused-ignore]
+        except ImportError as exc:
+            raise Unavailable("actions are not available in this version of airflowless") from exc
+        result = getattr(actions, name)(self.ctx, *args)
+        if inspect.isawaitable(result):
+            result = await result
+        self.reply(reads.plain(result))
+
+
+def _id(text: str, what: str) -> int:
+    if not text.isdigit() or not text.isascii():
+        raise BadRequest(f"a {what} id is a whole number, got {text!r}")
+    number = int(text)
+    if not 1 <= number <= _MAX_ID:
+        raise NotFound(f"no {what} with id {number} in this record")
+    return number
+
+
+class Runs(ApiHandler):
+    async def get(self) -> None:
+        await self.read(reads.runs, limit=self.query_limit())
+
+
+class Run(ApiHandler):
+    async def get(self, run_id: str) -> None:
+        await self.read(reads.run, _id(run_id, "run"))
+
+
+class CancelRun(ApiHandler):
+    async def post(self, run_id: str) -> None:
+        await self.act("cancel_run", _id(run_id, "run"))
+
+
+class Experiments(ApiHandler):
+    async def get(self) -> None:
+        await self.read(reads.experiments, limit=self.query_limit())
+
+
+class Experiment(ApiHandler):
+    async def get(self, experiment_id: str) -> None:
+        await self.read(reads.experiment, _id(experiment_id, "experiment"))
+
+
+class StopExperiment(ApiHandler):
+    async def post(self, experiment_id: str) -> None:
+        await self.act("stop_experiment", _id(experiment_id, "experiment"))
+
+
+class Trial(ApiHandler):
+    async def get(self, trial_id: str) -> None:
+        await self.read(reads.trial, _id(trial_id, "trial"))
+
+
+class TrialMetrics(ApiHandler):
+    async def get(self, trial_id: str) -> None:
+        names = [name for name in self.get_query_arguments("name") if name]
+        await self.read(reads.metrics, _id(trial_id, "trial"), names=names)
+
+
+class TrialCheckpoints(ApiHandler):
+    async def get(self, trial_id: str) -> None:
+        await self.read(reads.checkpoints, _id(trial_id, "trial"))
+
+
+class StopTrial(ApiHandler):
+    async def post(self, trial_id: str) -> None:
+        await self.act("stop_trial", _id(trial_id, "trial"))
+
+
+class Deployments(ApiHandler):
+    async def get(self) -> None:
+        from ..store.deployments import DeploymentStatus
+
+        status = self.get_query_argument("status", None)
+        if status is not None and status not in DeploymentStatus.ALL:
+            raise BadRequest(f"status is one of {sorted(DeploymentStatus.ALL)}, got {status!r}")
+        await self.read(reads.deployments, limit=self.query_limit(100), status=status)
+
+
+class ScaleDeployment(ApiHandler):
+    async def post(self, app: str, deployment: str) -> None:
+        try:
+            body = json.loads(self.request.body or b"null")
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        replicas = body.get("replicas") if isinstance(body, dict) else None
+        if type(replicas) is not int or replicas < 0:
+            raise BadRequest('the body is a JSON object {"replicas": n} with n a whole number >= 0, '
+                             f"got {self.request.body[:100]!r}")
+        await self.act("scale_deployment", app, deployment, replicas)
+
+
+class Live(ApiHandler):
+    """What the driver last published to the scheduler: the data executor (``data``) or serve (``serve``)."""
+
+    async def get(self, what: str) -> None:
+        if self.ctx.scheduler is None:
+            self.reply({"available": False, "reason": "no cluster: this server shows the record only"})
+            return
+        try:
+            from . import live  # type: ignore[attr-defined,unused-ignore]
+        except ImportError:
+            self.reply({"available": False, "reason": "live views are not available in this version"})
+            return
+        latest = live.latest_data if what == "data" else live.latest_serve
+        self.reply(reads.plain(latest(self.ctx.scheduler)))
+
+
+class OpenApi(ApiHandler):
+    def get(self) -> None:
+        from .openapi import document
+
+        self.reply(document())
+
+
+class Unknown(ApiHandler):
+    def prepare(self) -> None:
+        super().prepare()
+        raise NotFound(f"no API route {self.request.path!r}; the routes are listed at {PREFIX}/openapi.json")
+
+
+def routes(ctx: ControlContext) -> list[tuple[str, type[web.RequestHandler], dict[str, Any]]]:
+    """The API's tornado routes, all bound to ``ctx``."""
+    table: list[tuple[str, type[ApiHandler]]] = [
+        ("runs", Runs),
+        ("runs/([^/]+)", Run),
+        ("runs/([^/]+)/cancel", CancelRun),
+        ("experiments", Experiments),
+        ("experiments/([^/]+)", Experiment),
+        ("experiments/([^/]+)/stop", StopExperiment),
+        ("trials/([^/]+)", Trial),
+        ("trials/([^/]+)/metrics", TrialMetrics),
+        ("trials/([^/]+)/checkpoints", TrialCheckpoints),
+        ("trials/([^/]+)/stop", StopTrial),
+        ("deployments", Deployments),
+        ("deployments/([^/]+)/([^/]+)/scale", ScaleDeployment),
+        ("live/(data|serve)", Live),
+        ("openapi.json", OpenApi),
+        ("(?:/.*)?", Unknown),
+    ]
+    return [(f"{PREFIX}/{path}" if not path.startswith("(?:") else PREFIX + path, handler, {"ctx": ctx})
+            for path, handler in table]

@@ -1,0 +1,41 @@
+"""Errors a control-plane endpoint answers with: an HTTP status and a message, never a traceback."""
+
+from __future__ import annotations
+
+__all__ = ["ApiError", "BadRequest", "Conflict", "Forbidden", "NotFound", "Unauthorized", "Unavailable"]
+
+
+class ApiError(Exception):
+    """An error the API reports as ``{"error": message}`` with ``status``."""
+
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ApiError):
+    status = 400
+
+
+class Unauthorized(ApiError):
+    status = 401
+
+
+class Forbidden(ApiError):
+    status = 403
+
+
+class NotFound(ApiError):
+    status = 404
+
+
+class Conflict(ApiError):
+    status = 409
+
+
+class Unavailable(ApiError):
+    """The action needs a live cluster (or driver) and there is none."""
+
+    status = 503

@@ -1,0 +1,152 @@
+"""Putting the control plane on an HTTP server: a Dask scheduler's, or one of its own.
+
+:func:`install` adds every route of :func:`routes` (the API, and the pages when
+:mod:`.pages` is there) to a scheduler's dashboard server and registers the
+Prometheus collector of :mod:`.metrics` when it is there. ``airflowless.init()``
+calls it for the embedded cluster, ``dask scheduler --preload
+airflowless.dashboard`` for a scheduler a user runs. :func:`serve_standalone` is
+``airflowless ui``: the same routes on a server of their own, no cluster.
+
+>>> from airflowless.control.context import ControlContext
+>>> paths = [pattern for pattern, *_ in routes(ControlContext(None))]
+>>> "/airflowless/api/v1/runs" in paths
+True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from .context import ControlContext
+
+__all__ = ["install", "installed", "link", "routes", "serve_standalone", "start_server"]
+
+logger = logging.getLogger(__name__)
+_installed: weakref.WeakKeyDictionary[Any, ControlContext] = weakref.WeakKeyDictionary()
+
+
+def _present(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def routes(ctx: ControlContext) -> list[Any]:
+    """Every control-plane route bound to ``ctx``: the API, then the pages (when present)."""
+    from . import api
+
+    table = list(api.routes(ctx))
+    if _present("airflowless.control.pages"):
+        from . import pages  # type: ignore[attr-defined,unused-ignore]
+
+        table = pages.routes(ctx) + table
+    return table
+
+
+def install(scheduler: Any, *, store_url: str | None = None, token: str | None = None,
+            follow_settings: bool = False) -> ControlContext | None:
+    """Add the control plane to ``scheduler``'s dashboard server; return its context (None: no dashboard).
+
+    ``store_url`` defaults to ``AIRFLOWLESS_DB`` (or the SQLite file under
+    ``AIRFLOWLESS_HOME``); ``token`` to ``AIRFLOWLESS_TOKEN``, or a new one kept in
+    ``$AIRFLOWLESS_HOME/tokens/<host>-<dashboard port>`` (mode 0600). Installing twice
+    returns the first context.
+    """
+    if scheduler in _installed:
+        return _installed[scheduler]
+    application = getattr(scheduler, "http_application", None)
+    if application is None:
+        return None
+    from ..settings import get_settings
+    from . import auth
+
+    settings = get_settings()
+    bound = _bound(scheduler.http_server)
+    ctx = ControlContext(store_url or settings.db_url, scheduler=scheduler, follow_settings=follow_settings,
+                         loopback=all(auth.is_loopback(host) for host, _ in bound))
+    ctx.token = token or settings.token
+    ctx.token_hint = "AIRFLOWLESS_TOKEN"
+    if ctx.token is None:
+        ctx.token = auth.generate_token()
+        ctx.token_hint = str(auth.write_token(ctx.token, settings.home, bound[0][1]))
+    application.add_handlers(r".*$", routes(ctx))
+    if _present("airflowless.control.pages"):
+        from . import pages  # type: ignore[attr-defined,unused-ignore]
+
+        pages.link_from_dashboard(scheduler)  # the "airflowless" entry in the dashboard's navigation
+    _installed[scheduler] = ctx
+    if _present("airflowless.control.metrics"):
+        try:
+            from . import metrics  # type: ignore[attr-defined,unused-ignore]
+
+            metrics.register(ctx)
+        except ImportError as exc:  # prometheus-client missing: pages and API still serve
+            logger.warning("airflowless: no airflowless_* metrics on /metrics (%s); pip install prometheus-client",
+                           exc)
+    return ctx
+
+
+def installed(scheduler: Any) -> ControlContext | None:
+    """The context :func:`install` put on ``scheduler``, or None."""
+    return _installed.get(scheduler)
+
+
+def _bound(server: Any) -> list[tuple[str, int]]:
+    from distributed.comm import get_tcp_server_addresses
+
+    return [(str(address[0]), int(address[1])) for address in get_tcp_server_addresses(server)]
+
+
+def link(scheduler: Any) -> str:
+    """The address of the control plane's pages on ``scheduler``'s dashboard server."""
+    host, port = _bound(scheduler.http_server)[0]
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    scheme = "https" if getattr(scheduler.http_server, "ssl_options", None) else "http"
+    return f"{scheme}://{_url_host(host)}:{port}/airflowless/"
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def start_server(ctx: ControlContext, host: str, port: int) -> tuple[Any, int]:
+    """A tornado server of the control plane listening on ``host:port`` (0: a free port), in the running loop.
+
+    Returns the server and the port it got. ``/`` leads to the pages (or to the
+    API's document when there are none).
+    """
+    from tornado import web
+    from tornado.httpserver import HTTPServer
+
+    from . import auth
+
+    ctx.loopback = auth.is_loopback(host)
+    home = "/airflowless/" if _present("airflowless.control.pages") else "/airflowless/api/v1/openapi.json"
+    application = web.Application([(r"/", web.RedirectHandler, {"url": home}), *routes(ctx)])
+    server = HTTPServer(application)
+    server.listen(port, address=host.strip("[]"))
+    return server, _bound(server)[0][1]
+
+
+def serve_standalone(ctx: ControlContext, host: str, port: int, *,
+                     ready: Callable[[str], None] | None = None) -> None:
+    """Serve the control plane of ``ctx`` on ``host:port`` until interrupted; ``ready(url)`` once listening."""
+
+    async def main() -> None:
+        server, bound = start_server(ctx, host, port)
+        if ready is not None:
+            ready(f"http://{_url_host(host)}:{bound}/")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            server.stop()
+
+    try:
+        asyncio.run(main())
+    finally:
+        ctx.close()
+

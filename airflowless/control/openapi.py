@@ -1,0 +1,110 @@
+"""The OpenAPI 3 document of the API, served at ``/airflowless/api/v1/openapi.json``.
+
+Written as data, one entry per route of :func:`.api.routes`; a test checks that
+every path here answers and every route is here.
+
+>>> sorted(document()["paths"])[:2]
+['/airflowless/api/v1/deployments', '/airflowless/api/v1/deployments/{app}/{deployment}/scale']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["document"]
+
+_ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
+_OBJECT = {"type": "object", "additionalProperties": True}
+
+
+def _id(name: str, what: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": f"the {what}'s id",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}}
+
+
+def _text(name: str, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description,
+            "schema": {"type": "string", "minLength": 1}}
+
+
+def _limit(default: int) -> dict[str, Any]:
+    return {"name": "limit", "in": "query", "required": False, "description": "how many, newest first",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": default}}
+
+
+def _answers(summary: str, *, found: bool = False, action: bool = False,
+             statuses: tuple[int, ...] = ()) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": {"description": "OK", "content": {"application/json": {"schema": _OBJECT}}}}
+    errors = {400: "bad input", 401: "no bearer token where one is needed",
+              403: "a bearer token that is not this cluster's", 503: "no store, or no cluster for an action"}
+    if found:
+        errors[404] = "no such id in the record"
+    if action:
+        errors[404] = "no such id in the record or on the cluster"
+        errors[409] = "the target is not in a state that allows this"
+    for status in statuses:
+        errors.setdefault(status, "see the error message")
+    for status, description in sorted(errors.items()):
+        responses[str(status)] = {"description": description,
+                                  "content": {"application/json": {"schema": _ERROR}}}
+    operation: dict[str, Any] = {"summary": summary, "responses": responses}
+    if action:
+        operation["security"] = [{"bearer": []}]
+    return operation
+
+
+def _read(summary: str, *parameters: dict[str, Any], found: bool = False) -> dict[str, Any]:
+    return {"get": {**_answers(summary, found=found), "parameters": list(parameters)}}
+
+
+def _action(summary: str, *parameters: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
+    operation = {**_answers(summary, action=True), "parameters": list(parameters)}
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return {"post": operation}
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI 3.0 document (a new dict each call)."""
+    run, experiment, trial = _id("run_id", "run"), _id("experiment_id", "experiment"), _id("trial_id", "trial")
+    prefix = "/airflowless/api/v1"
+    paths = {
+        "/runs": _read("The latest pipeline runs, newest first", _limit(50)),
+        "/runs/{run_id}": _read("One run with its stages: state, attempts, duration, cache hit, error, traceback",
+                                run, found=True),
+        "/runs/{run_id}/cancel": _action("Cancel a running pipeline run", run),
+        "/experiments": _read("The latest experiments (Tuner searches, Trainer fits) with trial counts",
+                              _limit(50)),
+        "/experiments/{experiment_id}": _read("One experiment with its trials: config, status, last metrics",
+                                              experiment, found=True),
+        "/experiments/{experiment_id}/stop": _action("Stop a running experiment (all its trials)", experiment),
+        "/trials/{trial_id}": _read("One trial", trial, found=True),
+        "/trials/{trial_id}/metrics": _read(
+            "A trial's reported metrics by step", trial,
+            {"name": "name", "in": "query", "required": False, "explode": True,
+             "description": "only these metrics (repeat: ?name=a&name=b)",
+             "schema": {"type": "array", "items": {"type": "string"}}}, found=True),
+        "/trials/{trial_id}/checkpoints": _read("A trial's kept checkpoints by step", trial, found=True),
+        "/trials/{trial_id}/stop": _action("Stop a running trial", trial),
+        "/deployments": _read(
+            "Serve deployments, newest first", _limit(100),
+            {"name": "status", "in": "query", "required": False, "description": "only deployments in this state",
+             "schema": {"type": "string", "enum": ["deleted", "replaced", "running", "stopped"]}}),
+        "/deployments/{app}/{deployment}/scale": _action(
+            "Set a deployment's number of replicas", _text("app", "the application's name"),
+            _text("deployment", "the deployment's name"),
+            body={"type": "object", "required": ["replicas"],
+                  "properties": {"replicas": {"type": "integer", "minimum": 0}}}),
+        "/live/data": _read("What the Data executor running now reports (operators, rows, bytes in flight)"),
+        "/live/serve": _read("What serve running now reports (replicas, requests/s, latency, queues)"),
+        "/openapi.json": _read("This document"),
+    }
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "airflowless control plane", "version": "1",
+                 "description": "Runs, experiments, trials and deployments from the airflowless record, and "
+                                "actions on the cluster. Reads are open on loopback; actions (and everything "
+                                "when the server listens beyond loopback) need 'Authorization: Bearer <token>'."},
+        "paths": {prefix + path: item for path, item in paths.items()},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }

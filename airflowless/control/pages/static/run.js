@@ -1,0 +1,86 @@
+/* One run: its stages as a graph coloured by state (live while the run is), and a table of
+ * each stage's attempts, duration, cache hit, error and traceback. */
+"use strict";
+(function () {
+  const { el, svg, getJSON, poll, section, table, badge, duration, time, replace, actionButton } = AF;
+  const id = AF.id;
+
+  function layers(stages) {
+    const byNode = new Map(stages.map((s) => [s.node, s]));
+    const depth = new Map();
+    function depthOf(node, seen) {
+      if (depth.has(node)) return depth.get(node);
+      if (seen.has(node)) return 0;
+      seen.add(node);
+      const ups = (byNode.get(node).upstream || []).filter((u) => byNode.has(u));
+      const d = ups.length ? 1 + Math.max(...ups.map((u) => depthOf(u, seen))) : 0;
+      depth.set(node, d);
+      return d;
+    }
+    stages.forEach((s) => depthOf(s.node, new Set()));
+    const columns = [];
+    stages.forEach((s) => { const d = depth.get(s.node); (columns[d] = columns[d] || []).push(s); });
+    return columns;
+  }
+
+  function graph(stages) {
+    const W = 170, H = 34, GX = 60, GY = 18, PAD = 10;
+    const columns = layers(stages);
+    const tallest = Math.max(1, ...columns.map((c) => (c || []).length));
+    const width = PAD * 2 + columns.length * W + (columns.length - 1) * GX;
+    const height = PAD * 2 + tallest * H + (tallest - 1) * GY;
+    const where = new Map();
+    columns.forEach((column, ci) => (column || []).forEach((stage, ri) => {
+      const offset = ((tallest - column.length) * (H + GY)) / 2;
+      where.set(stage.node, { x: PAD + ci * (W + GX), y: PAD + offset + ri * (H + GY) });
+    }));
+    const chart = svg("svg", { class: "af-graph", width: width, height: height, viewBox: `0 0 ${width} ${height}` },
+      svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7,
+        orient: "auto-start-reverse" }, svg("path", { d: "M0 0 L10 5 L0 10 z", fill: "#888" }))));
+    stages.forEach((stage) => (stage.upstream || []).forEach((up) => {
+      const a = where.get(up), b = where.get(stage.node);
+      if (!a || !b) return;
+      const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mid = (x1 + x2) / 2;
+      chart.appendChild(svg("path", { class: "edge", "marker-end": "url(#arrow)", d: `M${x1} ${y1} C${mid} ${y1} ${mid} ${y2} ${x2} ${y2}` }));
+    }));
+    stages.forEach((stage) => {
+      const p = where.get(stage.node);
+      const label = stage.node.length > 24 ? stage.node.slice(0, 23) + "…" : stage.node;
+      chart.appendChild(svg("g", { class: "stage", "data-node": stage.node, "data-status": stage.status },
+        svg("title", {}, stage.node + ": " + stage.status + (stage.cache_hit ? " (cache hit)" : "")),
+        svg("rect", { class: "node s-" + String(stage.status).replace(/[^a-z_]/gi, ""), x: p.x, y: p.y, width: W, height: H, rx: 5 }),
+        svg("text", { x: p.x + W / 2, y: p.y + H / 2 }, label)));
+    });
+    return chart;
+  }
+
+  poll(async function () {
+    const run = await getJSON("runs/" + encodeURIComponent(id));
+    document.getElementById("heading").textContent = "Run " + run.id + " · " + run.pipeline;
+    const summary = section("summary", null);
+    const cancel = run.status === "running" ? actionButton("cancel run", "runs/" + encodeURIComponent(run.id) + "/cancel",
+      "Cancel run " + run.id + "?") : null;
+    replace(summary, el("p", {}, badge(run.status), " ", run.module, " · started ", time(run.created_at),
+      run.duration_s != null ? " · took " + duration(run.duration_s) : "", " ", cancel),
+      run.error ? el("pre", { class: "af-tb" }, run.error) : null,
+      Object.keys(run.params || {}).length ? el("p", { class: "af-muted" }, "params: " + JSON.stringify(run.params)) : null);
+    const stages = run.stages || [];
+    const states = [...new Set(stages.map((s) => s.status))];
+    replace(section("graph", "Stages"), stages.length ? [graph(stages), el("p", { class: "af-legend" }, states.map((s) => [badge(s), " "]))]
+      : el("p", { class: "af-muted" }, "no stages recorded yet"));
+    table(section("stages", "Stage runs"), [
+      { label: "stage", value: (s) => s.node },
+      { label: "status", value: (s) => s.status, cell: (s) => badge(s.status) },
+      { label: "attempts", value: (s) => s.attempts, num: true },
+      { label: "duration", value: (s) => s.duration_s, cell: (s) => duration(s.duration_s) },
+      { label: "cache hit", value: (s) => (s.cache_hit ? "yes" : "no"),
+        cell: (s) => (s.cache_hit ? (s.reused_from_run != null ? "yes (run " + s.reused_from_run + ")" : "yes") : "no") },
+      { label: "worker", value: (s) => s.worker || "" },
+      { label: "output", value: (s) => s.output_summary || "" },
+      { label: "error", value: (s) => s.error || "",
+        cell: (s) => (s.error ? el("div", {}, s.error, s.traceback ? el("details", {}, el("summary", {}, "traceback"),
+          el("pre", { class: "af-tb" }, s.traceback)) : null) : "") },
+    ], stages, { sortable: true, cls: "stages" });
+    return run.status === "running";
+  }, 1500);
+})();

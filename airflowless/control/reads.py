@@ -1,0 +1,145 @@
+"""The record as JSON: what the API's GET routes answer, as plain functions of a store.
+
+No HTTP here: each function takes an opened :class:`~airflowless.store.Store`
+and returns a JSON-able dict, or raises :class:`~.errors.NotFound`. The API
+runs them in a thread (the store blocks); the pages may call them too.
+
+>>> from airflowless.store import open_store
+>>> store = open_store("sqlite://")
+>>> run_id = store.create_run("taxi", module="pipelines.taxi", params={"n": 1})
+>>> [run["status"] for run in runs(store, limit=10)["runs"]]
+['running']
+>>> run(store, 99)
+Traceback (most recent call last):
+...
+airflowless.control.errors.NotFound: no run with id 99 in this record
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+from ..jsonsafe import to_plain
+from ..store.records import ExperimentStatus, RunRecord, StageRecord, StageStatus
+from .errors import NotFound
+
+__all__ = ["checkpoints", "deployments", "experiment", "experiments", "metrics", "run", "runs", "trial", "plain"]
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON takes it: times as ISO 8601 text, numpy scalars as numbers, NaN as null."""
+    if isinstance(value, datetime):  # the store writes UTC; SQLite hands it back without a zone
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).isoformat()
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return to_plain(value)
+
+
+def runs(store: Any, *, limit: int) -> dict[str, Any]:
+    """The latest runs, newest first, without their stages."""
+    return {"runs": [_run(record) for record in store.list_runs(limit=limit)]}
+
+
+def run(store: Any, run_id: int) -> dict[str, Any]:
+    """One run with its stages: state, attempts, duration, cache hit, error and traceback."""
+    try:
+        record = store.get_run(run_id)
+    except KeyError:
+        raise NotFound(f"no run with id {run_id} in this record") from None
+    return {**_run(record), "stages": [_stage(stage) for stage in record.stages]}
+
+
+def _run(record: RunRecord) -> dict[str, Any]:
+    data = asdict(record)
+    data.pop("stages")
+    data.pop("driver_started")
+    return plain({**data, "duration_s": record.duration_s})
+
+
+def _stage(record: StageRecord) -> dict[str, Any]:
+    data = asdict(record)
+    data.pop("run_id")
+    cache_hit = record.status == StageStatus.CACHED or record.reused_from_run is not None
+    return plain({**data, "cache_hit": cache_hit})
+
+
+def experiments(store: Any, *, limit: int) -> dict[str, Any]:
+    """The latest experiments, newest first, each with its trial count by status."""
+    from sqlalchemy import func, select
+
+    from ..store import schema
+
+    rows = store.list_experiments(limit=limit)
+    table = schema.trials
+    counts: dict[int, dict[str, int]] = {row["id"]: {} for row in rows}
+    if counts:
+        query = (select(table.c.experiment_id, table.c.status, func.count())
+                 .where(table.c.experiment_id.in_(list(counts)))
+                 .group_by(table.c.experiment_id, table.c.status))
+        with store.engine.begin() as conn:
+            for experiment_id, status, count in conn.execute(query).all():
+                shown = ExperimentStatus.shown(status)
+                counts[experiment_id][shown] = counts[experiment_id].get(shown, 0) + int(count)
+    return {"experiments": [{**_experiment(row), "trials": counts[row["id"]]} for row in rows]}
+
+
+def experiment(store: Any, experiment_id: int) -> dict[str, Any]:
+    """One experiment with its trials (config, status, last metrics)."""
+    row = store.find_experiment(experiment_id)
+    if row is None:
+        raise NotFound(f"no experiment with id {experiment_id} in this record")
+    return {**_experiment(row), "trials": [_trial(t) for t in store.list_trials(experiment_id)]}
+
+
+def _experiment(row: dict[str, Any]) -> dict[str, Any]:
+    return plain({**row, "status": ExperimentStatus.shown(row["status"])})
+
+
+def trial(store: Any, trial_id: int) -> dict[str, Any]:
+    """One trial: its experiment, config, status, iterations, restarts, last metrics, checkpoint."""
+    return _trial(_trial_row(store, trial_id))
+
+
+def _trial_row(store: Any, trial_id: int) -> dict[str, Any]:
+    from sqlalchemy import select
+
+    from ..store import schema
+
+    with store.engine.begin() as conn:
+        row = conn.execute(select(schema.trials).where(schema.trials.c.id == trial_id)).mappings().first()
+    if row is None:
+        raise NotFound(f"no trial with id {trial_id} in this record")
+    return dict(row)
+
+
+def _trial(row: dict[str, Any]) -> dict[str, Any]:
+    return plain({**row, "status": ExperimentStatus.shown(row["status"])})
+
+
+def metrics(store: Any, trial_id: int, *, names: list[str]) -> dict[str, Any]:
+    """A trial's reports by step (only the metrics ``names``, if any), and every metric name reported."""
+    _trial_row(store, trial_id)
+    rows = store.trial_metrics(trial_id)
+    reported = sorted({key for row in rows for key in row if key != "step"})
+    if names:
+        wanted = set(names)
+        rows = [{"step": row["step"], **{k: v for k, v in row.items() if k in wanted}} for row in rows]
+        rows = [row for row in rows if len(row) > 1]
+    return plain({"trial_id": trial_id, "names": reported, "metrics": rows})
+
+
+def checkpoints(store: Any, trial_id: int) -> dict[str, Any]:
+    """A trial's kept checkpoints by step."""
+    _trial_row(store, trial_id)
+    kept = [{k: v for k, v in row.items() if k not in ("id", "deleted", "trial_id")}
+            for row in store.trial_checkpoints(trial_id)]
+    return plain({"trial_id": trial_id, "checkpoints": kept})
+
+
+def deployments(store: Any, *, limit: int, status: str | None) -> dict[str, Any]:
+    """The latest deployment rows of serve, newest first."""
+    return {"deployments": plain(store.list_deployments(status=status, limit=limit))}

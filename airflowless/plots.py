@@ -1,0 +1,112 @@
+"""Bokeh pictures of results: learning curves of trials, and where a dataset's time went.
+
+>>> from airflowless.plots import learning_curves
+>>> fig = learning_curves({"trial_0": [{"training_iteration": 1, "loss": 2.0},
+...                                    {"training_iteration": 2, "loss": 1.0}]}, "loss")
+>>> fig.yaxis[0].axis_label
+'loss'
+
+``Result.plot``, ``ResultGrid.plot`` and ``Dataset.stats().plot`` draw with
+these; in a notebook, ``bokeh.io.output_notebook()`` then ``bokeh.io.show(fig)``.
+Bokeh comes with the Dask dashboard, so nothing else is installed; it is
+imported when a picture is first drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+__all__ = ["learning_curves", "operator_chart", "first_metric", "ITERATION"]
+
+ITERATION = "training_iteration"
+BEST_COLOR = "#d62728"
+_OTHER_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+                 "#ff7f0e", "#aec7e8")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def first_metric(histories: Sequence[Sequence[Mapping[str, Any]]]) -> str:
+    """The first numeric metric reported (other than the iteration count): what a plot shows by default."""
+    for history in histories:
+        for report in history:
+            for key, value in report.items():
+                if key != ITERATION and not key.startswith("_") and _number(value) is not None:
+                    return key
+    raise ValueError("nothing to plot: no report has a numeric metric; pass metric='<name>' of a reported "
+                     "number, after the trials reported some")
+
+
+def learning_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metric: str, *,
+                    best: str | None = None, failed: Collection[str] = (), title: str | None = None) -> Any:
+    """A Bokeh figure: ``metric`` over ``training_iteration``, one line per entry of ``histories``.
+
+    ``best`` (a key of ``histories``) is drawn thick in red and named in the
+    legend; the keys in ``failed`` are dashed. Each line renderer is named after
+    its key; hovering shows the trial, the iteration and the value.
+    """
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    if not isinstance(metric, str):
+        raise TypeError(f"metric must be the name of a reported metric, got {metric!r}")
+    fig = figure(title=title or metric, x_axis_label=ITERATION, y_axis_label=metric, height=320,
+                 sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save")
+    plotted = 0
+    ordered = sorted(histories, key=lambda label: label == best)  # the best is drawn last, on top
+    for index, label in enumerate(ordered):
+        points = [(report.get(ITERATION, i + 1), _number(report.get(metric)))
+                  for i, report in enumerate(histories[label])]
+        xs = [x for x, y in points if y is not None]
+        ys = [y for x, y in points if y is not None]
+        if not ys:
+            continue
+        source = ColumnDataSource({"x": xs, "y": ys, "trial": [label] * len(xs)})
+        style: dict[str, Any] = {"line_dash": "dashed"} if label in failed else {}
+        if label == best:
+            fig.line("x", "y", source=source, name=label, line_width=4, color=BEST_COLOR,
+                     legend_label=f"best: {label}", **style)
+        else:
+            fig.line("x", "y", source=source, name=label, line_width=1.5, alpha=0.7,
+                     color=_OTHER_COLORS[index % len(_OTHER_COLORS)], **style)
+        plotted += 1
+    if plotted == 0:
+        reported = sorted({k for h in histories.values() for r in h for k in r if _number(r[k]) is not None})
+        raise ValueError(f"no trial reported {metric!r} as a number; numeric metrics reported: {reported}")
+    fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), (ITERATION, "@x"), (metric, "@y")]))
+    if best is not None and best in histories:
+        fig.legend.location = "top_right"
+    return fig
+
+
+def operator_chart(operators: Sequence[tuple[str, float | None, int | None]], *, title: str = "operators") -> Any:
+    """Two bar charts side by side: each operator's wall time (s) and rows out, one bar each.
+
+    ``operators`` are ``(name, seconds, rows)``, drawn top to bottom; ``None`` (unknown) draws no bar.
+    """
+    from bokeh.layouts import row
+    from bokeh.models import ColumnDataSource, DataRange1d, FactorRange
+    from bokeh.plotting import figure
+
+    if not operators:
+        raise ValueError("nothing to plot: no operator ran yet; iterate or materialize the dataset first")
+    names = [name for name, _, _ in operators]
+    source = ColumnDataSource({"operator": names, "seconds": [s or 0.0 for _, s, _ in operators],
+                               "rows": [r or 0 for _, _, r in operators]})
+    height = 80 + 30 * len(names)
+    operators_range = FactorRange(factors=list(reversed(names)))  # the first one at the top
+    time_fig = figure(y_range=operators_range, x_range=DataRange1d(start=0), title=f"{title}: wall time", x_axis_label="seconds", height=height,
+                      width=480, tools="hover,save", tooltips=[("operator", "@operator"), ("seconds", "@seconds")])
+    time_fig.hbar(y="operator", right="seconds", height=0.7, source=source, color="#1f77b4", name="seconds")
+    rows_fig = figure(y_range=operators_range, x_range=DataRange1d(start=0), title=f"{title}: rows out", x_axis_label="rows", height=height,
+                      width=360, tools="hover,save", tooltips=[("operator", "@operator"), ("rows", "@rows")])
+    rows_fig.hbar(y="operator", right="rows", height=0.7, source=source, color="#2ca02c", name="rows")
+    rows_fig.yaxis.visible = False
+    return row(time_fig, rows_fig)

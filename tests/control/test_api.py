@@ -1,0 +1,191 @@
+"""The REST API over real HTTP: reads of a record a real pipeline and a real Tuner wrote, errors, routing.
+
+The server is the real tornado control server (``mount.start_server``) on
+loopback; the record is filled by a pipeline and a Tuner on the session's real
+cluster, or by the store's own API for the shape-and-error cases.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflowless import pipeline, stage, tune
+from airflowless.control import api, openapi
+from airflowless.control.context import ControlContext
+from airflowless.store import open_store
+from airflowless.train import Checkpoint, RunConfig
+from tests.control.conftest import call
+
+V1 = "airflowless/api/v1/"
+
+
+@stage
+def numbers(n: int) -> list[int]:
+    return list(range(n))
+
+
+@stage
+def total(values: list[int]) -> int:
+    return sum(values)
+
+
+@stage
+def broken(value: int) -> int:
+    raise ValueError(f"no good: {value}")
+
+
+@pipeline
+def summed(n: int):
+    return total(numbers(n))
+
+
+@pipeline
+def fails(n: int):
+    return broken(total(numbers(n)))
+
+
+def trainable(config: dict[str, Any]) -> None:
+    for it in range(1, 4):
+        folder = tempfile.mkdtemp()
+        Path(folder, "state.json").write_text(json.dumps({"it": it}))
+        tune.report({"loss": config["x"] / it, "it": it}, checkpoint=Checkpoint.from_directory(folder))
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.usefixtures("cluster_client")
+def test_reads_show_what_a_real_pipeline_and_tuner_recorded(home: Path, control_server: Any) -> None:
+    store = open_store()
+    first = summed.run({"n": 4}, store=store)
+    again = summed.run({"n": 4}, store=store)  # every stage a cache hit
+    failed = fails.run({"n": 3}, store=store, raise_on_failure=False)
+    grid = tune.Tuner(trainable, param_space={"x": tune.grid_search([1.0, 2.0])},
+                      tune_config=tune.TuneConfig(metric="loss", mode="min"),
+                      run_config=RunConfig(name="api-grid")).fit()
+    assert grid.errors == []
+    base = control_server(ControlContext(store.url))
+
+    status, body = call(base + V1 + "runs?limit=10")
+    assert status == 200
+    assert [r["id"] for r in body["runs"]] == [failed.run_id, again.run_id, first.run_id]
+    assert [r["status"] for r in body["runs"]] == ["failed", "succeeded", "succeeded"]
+
+    status, run = call(base + V1 + f"runs/{first.run_id}")
+    assert status == 200 and run["pipeline"] == "summed" and run["params"] == {"n": 4}
+    assert {s["node"]: (s["status"], s["attempts"], s["cache_hit"]) for s in run["stages"]} == {
+        "numbers": ("succeeded", 1, False), "total": ("succeeded", 1, False)}
+    assert all(s["duration_s"] is not None and s["duration_s"] >= 0 for s in run["stages"])
+    _, cached = call(base + V1 + f"runs/{again.run_id}")
+    assert all(s["cache_hit"] for s in cached["stages"]), cached["stages"]
+    _, bad = call(base + V1 + f"runs/{failed.run_id}")
+    stage_broken = next(s for s in bad["stages"] if s["node"] == "broken")
+    assert stage_broken["status"] == "failed" and "no good: 3" in stage_broken["error"]
+    assert "Traceback" in stage_broken["traceback"] and "ValueError" in stage_broken["traceback"]
+
+    status, listed = call(base + V1 + "experiments")
+    assert status == 200
+    (experiment,) = [e for e in listed["experiments"] if e["name"] == "api-grid"]
+    assert experiment["trials"] == {"completed": 2} and experiment["metric"] == "loss"
+    status, shown = call(base + V1 + f"experiments/{experiment['id']}")
+    assert status == 200 and shown["status"] == "completed"
+    trials = {t["config"]["x"]: t for t in shown["trials"]}
+    assert set(trials) == {1.0, 2.0}
+    assert trials[2.0]["last_metrics"]["loss"] == pytest.approx(2.0 / 3)
+    trial_id = trials[2.0]["id"]
+
+    status, one = call(base + V1 + f"trials/{trial_id}")
+    assert status == 200 and one["experiment_id"] == experiment["id"] and one["iterations"] == 3
+    status, metrics = call(base + V1 + f"trials/{trial_id}/metrics")
+    assert status == 200 and [row["step"] for row in metrics["metrics"]] == [1, 2, 3]
+    assert {"loss", "it"} <= set(metrics["names"])
+    assert [row["loss"] for row in metrics["metrics"]] == pytest.approx([2.0, 1.0, 2.0 / 3])
+    _, only = call(base + V1 + f"trials/{trial_id}/metrics?name=it&name=absent")
+    assert [sorted(row) for row in only["metrics"]] == [["it", "step"]] * 3
+    status, kept = call(base + V1 + f"trials/{trial_id}/checkpoints")
+    assert status == 200 and kept["checkpoints"] and all(c["uri"] for c in kept["checkpoints"])
+    assert [c["step"] for c in kept["checkpoints"]] == sorted(c["step"] for c in kept["checkpoints"])
+    store.close()
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> tuple[str, dict[str, int]]:
+    """A SQLite record written with the store's own API: a run, an experiment with a trial, a deployment."""
+    url = f"sqlite:///{tmp_path / 'record.db'}"
+    store = open_store(url)
+    run_id = store.create_run("taxi", module="pipelines.taxi", params={"n": 1})
+    store.add_stages(run_id, [{"node": "load", "stage": "load", "upstream": [], "cache_key": "k1",
+                               "status": "pending"}])
+    experiment_id = store.create_experiment("grid", kind="tune", config={}, metric="loss", mode="min")
+    trial_id = store.add_trial(experiment_id, "t0", config={"lr": 0.1})
+    store.add_metrics(trial_id, 1, {"loss": float("nan"), "acc": 0.5})
+    store.record_deployment("taxi", "Predictor", route_prefix="/", num_replicas=2,
+                            http_address="http://127.0.0.1:8000", config={}, pid=1)
+    store.close()
+    return url, {"run": run_id, "experiment": experiment_id, "trial": trial_id}
+
+
+def test_bad_input_is_a_json_error_with_a_4xx_status(record: tuple[str, dict[str, int]],
+                                                      control_server: Any) -> None:
+    url, ids = record
+    base = control_server(ControlContext(url, token="t0ken")) + V1
+    cases = {
+        "runs/abc": 400, "runs/0": 404, "runs/99999999999999999999": 404, "runs/-1": 400, "runs/1.5": 400,
+        "runs?limit=0": 400, "runs?limit=x": 400, "runs?limit=1001": 400, "experiments/999": 404,
+        "trials/999": 404, "trials/999/metrics": 404, "trials/999/checkpoints": 404, "trials/x/metrics": 400,
+        "deployments?status=gone": 400, "nothing/here": 404, "": 404, "live/other": 404,
+    }
+    for path, expected in cases.items():
+        status, body = call(base + path)
+        assert (status, set(body)) == (expected, {"error"}), (path, body)
+        assert "Traceback" not in body["error"]
+    status, body = call(base + f"runs/{ids['run']}/cancel")  # GET on an action
+    assert status == 405 and "error" in body
+    for bad_body in (b"", b"not json", b"[]", b'{"replicas": -1}', b'{"replicas": "2"}', b'{"replicas": true}',
+                     b'{"replicas": 1.5}', b"\xff\xfe"):
+        status, body = call(base + "deployments/taxi/Predictor/scale", method="POST", token="t0ken", body=bad_body)
+        assert status == 400 and "replicas" in body["error"], bad_body
+
+    _, metrics = call(base + f"trials/{ids['trial']}/metrics")
+    assert metrics["metrics"] == [{"step": 1, "loss": None, "acc": 0.5}]  # NaN is kept as null: valid JSON
+    _, deployments = call(base + "deployments?status=running")
+    assert [(d["app"], d["num_replicas"]) for d in deployments["deployments"]] == [("taxi", 2)]
+    _, live = call(base + "live/serve")
+    assert live["available"] is False and "no cluster" in live["reason"]
+
+
+def test_no_store_is_503_and_says_how_to_configure_one(control_server: Any) -> None:
+    base = control_server(ControlContext(None)) + V1
+    status, body = call(base + "runs")
+    assert status == 503 and "AIRFLOWLESS_DB" in body["error"]
+
+
+def test_openapi_document_lists_every_route_and_every_listed_path_answers(
+        record: tuple[str, dict[str, int]], control_server: Any) -> None:
+    url, ids = record
+    base = control_server(ControlContext(url, token="t0ken"))
+    status, document = call(base + V1 + "openapi.json")
+    assert status == 200 and document == json.loads(json.dumps(openapi.document()))
+    assert document["openapi"].startswith("3.")
+    routed = {pattern for pattern, *_ in api.routes(ControlContext(None))}
+    values = {"run_id": ids["run"], "experiment_id": ids["experiment"], "trial_id": ids["trial"],
+              "app": "taxi", "deployment": "Predictor"}
+    for path, item in document["paths"].items():
+        concrete = path.format(**values)
+        assert any(re.fullmatch(pattern, concrete) for pattern in routed
+                   if not pattern.endswith("(?:/.*)?")), f"{path} documented but not routed"
+        for method in item:
+            body = {"replicas": 1} if method == "post" and "scale" in path else None
+            status, answer = call(base + concrete.lstrip("/"), method=method.upper(), token="t0ken", body=body)
+            if method == "get":
+                assert status == 200, (path, answer)
+            else:  # an action: routed to airflowless.control.actions, which says this server has no cluster
+                assert status in {404, 409, 503} and set(answer) == {"error"}, (path, status, answer)
+                assert "no API route" not in answer["error"]
+    concrete_paths = [path.format(**values) for path in document["paths"]]
+    for pattern in routed - {api.PREFIX + "(?:/.*)?"}:
+        assert any(re.fullmatch(pattern, path) for path in concrete_paths), f"{pattern} routed but not documented"

@@ -1,0 +1,397 @@
+"""Every airflowless page in headless Chromium, on the embedded cluster, while real work runs.
+
+A pipeline whose last stage waits on a Dask ``Event`` (so the run page is seen
+live, then finished), a Tune search with one trial held mid-way (curves while it
+runs, then the best highlighted), and a served application with two replicas.
+Each page is loaded by Chromium, its scripts run, and the DOM they built is read
+back: stage names and states, trial ids, SVG curve paths, replica rows. A PNG of
+each page goes to the test artifacts folder (``$AIRFLOWLESS_TEST_ARTIFACTS``,
+default ``<tmp>/airflowless-test-artifacts``); with
+``AIRFLOWLESS_UPDATE_DOC_SCREENSHOTS=1`` they also replace ``docs/img/pages-*.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from distributed import Event
+
+from airflowless import pipeline, serve, stage, tune
+from airflowless.store import open_store
+from airflowless.train import Checkpoint, RunConfig
+from tests.support.eventually import eventually
+from tests.support.pages import Browser, chromium, fetch
+
+# generous: the first test also starts the embedded cluster and Chromium, on a machine others share
+pytestmark = pytest.mark.timeout(240)
+
+ARTIFACTS = Path(os.environ.get("AIRFLOWLESS_TEST_ARTIFACTS",
+                                Path(tempfile.gettempdir()) / "airflowless-test-artifacts")) / "screenshots"
+DOC_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the module (Debian's package; CI installs it)."""
+    if chromium() is None:
+        from tests.conftest import require_service
+
+        require_service("chromium", "the chromium binary is not installed (apt-get install -y chromium)")
+    with Browser() as instance:
+        yield instance
+
+
+@pytest.fixture(scope="module")
+def page_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private AIRFLOWLESS_HOME (its SQLite record is what the pages show) for this module."""
+    home = tmp_path_factory.mktemp("pages-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOWLESS_HOME", str(home))
+        for name in ("AIRFLOWLESS_DB", "AIRFLOWLESS_STORAGE"):
+            patch.delenv(name, raising=False)
+        yield home
+
+
+@pytest.fixture(scope="module")
+def dashboard(cluster_client: Any, page_home: Path) -> str:
+    """The embedded cluster's dashboard base URL (``.../``), where ``airflowless.init`` put the pages."""
+    return str(cluster_client.dashboard_link).rsplit("/", 1)[0] + "/"
+
+
+DRAWN = "/^updated/.test(document.getElementById('status').textContent)"  # the page's script drew once
+
+
+def show(browser: Browser, dashboard: str, path: str, shot: str | None, *, until: str = DRAWN) -> str:
+    """The DOM of ``path`` once ``until`` holds in it; a screenshot named ``shot`` in the artifacts."""
+    target = ARTIFACTS / f"pages-{shot}.png" if shot else None
+    dom = browser.show(dashboard + path, until=f"({DRAWN}) && ({until})", screenshot=target)
+    assert 'class="af-status af-error"' not in dom, re.search(r'id="status">([^<]*)<', dom)
+    if target is not None and os.environ.get("AIRFLOWLESS_UPDATE_DOC_SCREENSHOTS") == "1":
+        DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copy(target, DOC_IMAGES / target.name)
+    return dom
+
+
+def count(selector: str) -> str:
+    return f"document.querySelectorAll({selector!r}).length"
+
+
+# -- a pipeline with a fan-out, its last stage held by an Event -------------------------------
+
+@stage
+def load(n: int) -> list[int]:
+    return list(range(n))
+
+
+@stage
+def double(xs: list[int]) -> list[int]:
+    return [2 * x for x in xs]
+
+
+@stage
+def square(xs: list[int]) -> list[int]:
+    return [x * x for x in xs]
+
+
+@stage
+def combine(ys: list[int], zs: list[int], gate: str) -> int:
+    if not Event(gate).wait(120):
+        raise TimeoutError(f"the test never released {gate}")
+    return sum(ys) + sum(zs)
+
+
+@pipeline
+def pages_demo(n: int = 10, gate: str = "") -> int:
+    xs = load(n)
+    return combine(double(xs), square(xs), gate)
+
+
+def _stage_status(store: Any, run_id: int, node: str) -> str | None:
+    return next((s.status for s in store.get_run(run_id).stages if s.node == node), None)
+
+
+def _stage_states(dom: str) -> dict[str, str]:
+    return dict(re.findall(r'<g class="stage" data-node="([^"]+)" data-status="([^"]+)"', dom))
+
+
+def test_run_pages_live_then_finished(browser: Browser, dashboard: str) -> None:
+    gate = f"pages-gate-{uuid.uuid4().hex[:8]}"
+    done: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: done.setdefault("result", pages_demo(gate=gate)), daemon=True)
+    thread.start()
+    try:
+        store = open_store()
+        run = eventually(lambda: next((r for r in store.list_runs(limit=5) if r.params.get("gate") == gate), None))
+        eventually(lambda: _stage_status(store, run.id, "combine") == "running")
+        dom = show(browser, dashboard, f"airflowless/runs/{run.id}", "run-live",
+                   until=f"{count('g.stage')} === 4 && !!document.querySelector('g[data-node=combine][data-status=running]')")
+        states = _stage_states(dom)
+        assert set(states) == {"load", "double", "square", "combine"}, states
+        assert states["combine"] == "running" and states["load"] == "succeeded"
+        assert dom.count('<path class="edge"') == 4  # load->double, load->square, double->combine, square->combine
+        assert "· live" in dom
+    finally:
+        Event(gate).set()
+        thread.join(120)
+    assert done["result"].value == sum(2 * x for x in range(10)) + sum(x * x for x in range(10))
+    dom = show(browser, dashboard, f"airflowless/runs/{run.id}", "run",
+               until=f"{count('g.stage[data-status=succeeded]')} === 4")
+    assert set(_stage_states(dom).values()) == {"succeeded"}
+    assert re.search(r'<table class="af stages">.*<td>combine</td>', dom, re.S)
+    dom = show(browser, dashboard, "airflowless/runs", "runs", until=count("table.runs tbody tr"))
+    assert f'href="/airflowless/runs/{run.id}"' in dom and "pages_demo" in dom
+
+
+# -- a Tune search: one trial held after two reports ------------------------------------------
+
+def curve(config: dict[str, Any]) -> None:
+    for step in range(1, 6):
+        if step == 3 and config["x"] == 2:
+            Event(config["gate"]).wait(120)
+        metrics = {"loss": config["x"] / step + 0.1 * config["x"], "score": step * config["x"]}
+        if step == 5:  # a checkpoint at the end, for the trial page
+            folder = tempfile.mkdtemp(prefix="pages-checkpoint-")  # the report may read it after it returns
+            Path(folder, "state.txt").write_text(str(step))
+            tune.report(metrics, checkpoint=Checkpoint.from_directory(folder))
+        else:
+            tune.report(metrics)
+
+
+def test_experiment_pages_curves_live_then_best(browser: Browser, dashboard: str) -> None:
+    gate = f"pages-tune-{uuid.uuid4().hex[:8]}"
+    name = f"pages-search-{uuid.uuid4().hex[:6]}"
+    done: dict[str, Any] = {}
+    tuner = tune.Tuner(curve, param_space={"x": tune.grid_search([1, 2, 3]), "gate": gate},
+                       tune_config=tune.TuneConfig(metric="loss", mode="min", max_concurrent_trials=2),
+                       run_config=RunConfig(name=name))
+    thread = threading.Thread(target=lambda: done.setdefault("grid", tuner.fit()), daemon=True)
+    thread.start()
+    try:
+        store = open_store()
+        experiment = eventually(lambda: store.find_experiment(name))
+        held = eventually(lambda: next((t for t in store.list_trials(experiment["id"])
+                                        if t["config"].get("x") == 2 and len(store.trial_metrics(t["id"])) >= 2), None))
+        dom = show(browser, dashboard, f"airflowless/experiments/{experiment['id']}", "experiment-live",
+                   until=f"{count('path.curve')} >= 1 && {count('table.trials tbody tr')} >= 2")
+        assert re.search(rf'href="/airflowless/trials/{held["id"]}"', dom)
+        assert 'data-series="' in dom and dom.count('<path class="curve') >= 1
+        assert "running" in dom and "· live" in dom
+    finally:
+        Event(gate).set()
+        thread.join(150)
+    grid = done["grid"]
+    assert grid.num_errors == 0
+    trials = store.list_trials(experiment["id"])
+    assert len(trials) == 3
+    dom = show(browser, dashboard, f"airflowless/experiments/{experiment['id']}", "experiment",
+               until=f"{count('path.curve')} === 3 && {count('path.curve.best')} === 1 && {count('.s-running')} === 0")
+    for trial in trials:
+        assert f'href="/airflowless/trials/{trial["id"]}"' in dom
+        assert f'data-series="{trial["name"]}"' in dom
+    assert len(re.findall(r'<path class="curve[^"]*"[^>]*data-series=', dom)) == 3
+    best = min(trials, key=lambda t: t["last_metrics"]["loss"])  # x=1
+    assert re.search(rf'<path class="curve best"[^>]*data-series="{re.escape(best["name"])}"', dom)
+    assert '<tr class="best">' in dom and "★ best" in dom
+    assert '<select id="metric">' in dom and '<option value="score">' in dom
+    # the table sorts by a clicked column; the selector redraws the curves for another metric
+    browser.evaluate("[...document.querySelectorAll('table.trials th')].find(th => th.textContent === 'loss').click()")
+    assert browser.evaluate("document.querySelector('table.trials tbody tr a').textContent") == best["name"]
+    browser.evaluate("const s = document.getElementById('metric'); s.value = 'score'; s.dispatchEvent(new Event('change'))")
+    assert browser.evaluate("document.querySelector('svg.af-chart text.ylabel').textContent") == "score"
+    assert browser.evaluate(count("path.curve")) == 3
+    dom = show(browser, dashboard, f"airflowless/trials/{best['id']}", "trial",
+               until=f"{count('path.curve')} >= 2 && {count('table.checkpoints tbody tr')} === 1")
+    assert dom.count('<path class="curve') >= 2  # loss and score
+    assert re.search(r'<table class="af reports">.*<td class="num">5</td>', dom, re.S)
+    assert re.search(r'<table class="af checkpoints">.*<td class="num">5</td>.*loss=0.3', dom, re.S)
+    dom = show(browser, dashboard, "airflowless/experiments", "experiments", until=count("table.experiments tbody tr"))
+    assert name in dom and "3 completed" in dom
+
+
+# -- serve: an application with two replicas -------------------------------------------------
+
+@serve.deployment(num_replicas=2)
+class Hello:
+    def __call__(self, body: Any) -> dict[str, Any]:
+        return {"hello": body}
+
+
+def test_serve_page_shows_deployments_and_replicas_and_scales(browser: Browser, dashboard: str,
+                                                                cluster_client: Any) -> None:
+    import json
+    import urllib.request
+
+    serve.start(http_options={"port": 0})
+    try:
+        serve.run(Hello.bind(), name="pages-hello", route_prefix="/hello")
+        for i in range(5):
+            request = urllib.request.Request(serve.http_address() + "/hello", data=json.dumps(i).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                assert json.loads(response.read()) == {"hello": i}
+        def replicas_reported() -> bool:  # the serve runtime reports to the scheduler once a second
+            live = json.loads(fetch(dashboard + "airflowless/api/v1/live/serve")[1])
+            return any(len(d.get("replicas", [])) == 2 for d in live.get("deployments", []))
+
+        eventually(replicas_reported, timeout=60, interval=0.2)
+        dom = show(browser, dashboard, "airflowless/serve", "serve", until=f"{count('table.replicas tbody tr')} === 2")
+        assert re.search(r'<table class="af serving">.*<td>pages-hello</td><td>Hello</td>.*2 / 2', dom, re.S)
+        assert len(re.findall(r'<table class="af replicas">', dom)) == 1
+        assert re.search(r'<table class="af deployments">.*<td>pages-hello</td>.*<td>Hello</td>', dom, re.S)
+
+        # scale to one replica from the page: the token goes in the navigation bar's field first
+        from airflowless.control import mount
+
+        ctx = mount.installed(cluster_client.cluster.scheduler)
+        assert ctx is not None and ctx.token
+        browser.evaluate(f"const t = document.getElementById('af-token'); t.value = {json.dumps(ctx.token)}; "
+                         "t.dispatchEvent(new Event('change'))")
+        browser.evaluate("const i = document.querySelector('input.af-replicas'); i.value = '1'; "
+                         "i.dispatchEvent(new Event('input'))")
+        browser.evaluate("document.querySelector('button[data-action$=\"/scale\"]').click()")
+        eventually(lambda: browser.evaluate(count("table.replicas tbody tr")) == 1, timeout=60,
+                   message=lambda: str(browser.evaluate("document.getElementById('status').textContent")))
+        assert "2 / 2" not in browser.evaluate("document.querySelector('table.serving').textContent")
+    finally:
+        serve.shutdown()
+
+
+# -- data: a dataset whose map_batches waits on an Event while the page looks ----------------
+
+def held_batch(batch: dict[str, Any], gate: str) -> dict[str, Any]:
+    Event(gate).wait(120)
+    return {"id": batch["id"] * 2}
+
+
+def test_data_page_shows_the_streaming_operators(browser: Browser, dashboard: str) -> None:
+    import json
+
+    from airflowless import data
+
+    gate = f"pages-data-{uuid.uuid4().hex[:8]}"
+    dataset = data.range(400, parallelism=4).map_batches(held_batch, fn_kwargs={"gate": gate})
+    done: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: done.setdefault("rows", sum(1 for _ in dataset.iter_rows())),
+                              daemon=True)
+    thread.start()
+    try:
+        def streaming() -> bool:  # the executor reports to the scheduler once a second, from its first second on
+            live = json.loads(fetch(dashboard + "airflowless/api/v1/live/data")[1])
+            return any(e.get("operators") and not e.get("finished") for e in live.get("executions", []))
+
+        eventually(streaming, timeout=60, interval=0.2)
+        dom = show(browser, dashboard, "airflowless/data", "data", until=count("section.af-execution table.operators tbody tr"))
+        assert "streaming" in dom and re.search(r'<table class="af operators">.*MapBatches', dom, re.S), dom[-3000:]
+        assert "budget" in dom
+    finally:
+        Event(gate).set()
+        thread.join(120)
+    assert done["rows"] == 400
+
+
+# -- the index, and the link from the Dask dashboard -------------------------------------------
+
+def test_index_page(browser: Browser, dashboard: str) -> None:
+    store = open_store()
+    run_id = store.create_run("pages_index_run", module="index", params={})
+    store.finish_run(run_id, "succeeded")
+    store.create_experiment("pages-index-experiment", kind="tune", config={})
+    dom = show(browser, dashboard, "airflowless/", "index",
+               until="document.getElementById('latest-experiments').textContent.includes('pages-index-experiment')")
+    assert re.search(rf'id="latest-runs".*href="/airflowless/runs/{run_id}".*pages_index_run', dom, re.S)
+    assert 'href="/airflowless/data"' in dom and 'href="/airflowless/serve"' in dom
+
+
+def test_markup_in_the_record_stays_text(browser: Browser, dashboard: str) -> None:
+    """A run named (and failing) with markup shows that markup as text, and runs none of it."""
+    evil = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
+    store = open_store()
+    run_id = store.create_run(evil, module="evil", params={})
+    store.add_stages(run_id, [{"node": "bad", "stage": "bad", "status": "failed", "upstream": [],
+                               "cache_key": "e" * 64, "error": evil, "traceback": evil}])
+    store.finish_run(run_id, "failed", error=evil)
+    show(browser, dashboard, f"airflowless/runs/{run_id}", None, until=count("table.stages tbody tr"))
+    assert browser.evaluate("document.title") != "pwned"
+    assert browser.evaluate(count("#main img, #main script")) == 0
+    assert browser.evaluate("document.getElementById('heading').textContent").endswith(evil)
+    assert evil in browser.evaluate("document.querySelector('table.stages').textContent")
+
+
+def test_the_dask_dashboard_links_to_the_pages(dashboard: str) -> None:
+    import json
+
+    status, html, _ = fetch(dashboard + "status")
+    assert status == 200 and '<a href="airflowless">Airflowless</a>' in html
+    status, body, _ = fetch(dashboard + "individual-plots.json")
+    plots = json.loads(body)
+    assert plots["Airflowless Runs"] == "/airflowless/runs"
+    assert plots["Airflowless Experiments"] == "/airflowless/experiments"
+    assert "Individual Task Stream" in plots
+    status, html, _ = fetch(dashboard + "airflowless/runs")
+    assert status == 200 and '<a class="af-link af-dask" href="/status">Dask dashboard</a>' in html  # and back
+
+
+# -- a scheduler the user runs: `dask scheduler --preload airflowless.dashboard` ---------------
+
+@pytest.fixture
+def preloaded_scheduler(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A real ``dask scheduler --preload airflowless.dashboard`` process (no worker: pages need none)."""
+    import subprocess
+    import sys
+
+    dask = shutil.which("dask", path=str(Path(sys.executable).parent))
+    assert dask, "the dask command is installed with distributed"
+    db = f"sqlite:///{tmp_path / 'record.db'}"
+    env = {**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "home"), "AIRFLOWLESS_DB": db}
+    scheduler = subprocess.Popen(
+        [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", "127.0.0.1:0",
+         "--preload", "airflowless.dashboard"],
+        env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
+    log: list[str] = []
+    threading.Thread(target=lambda: log.extend(scheduler.stderr or []), daemon=True).start()
+    try:
+        def link() -> str | None:
+            assert scheduler.poll() is None, "".join(log)
+            return next((m.group(1) for line in list(log)
+                         if (m := re.search(r"airflowless: control plane at (\S+) ", line))), None)
+
+        yield {"link": eventually(link, timeout=90, message=lambda: "".join(log)), "db": db}
+    finally:
+        scheduler.terminate()
+        try:
+            scheduler.wait(15)
+        except subprocess.TimeoutExpired:
+            scheduler.kill()
+            scheduler.wait(5)
+
+
+def test_pages_on_a_preloaded_dask_scheduler(browser: Browser, preloaded_scheduler: dict[str, Any]) -> None:
+    import json
+
+    store = open_store(preloaded_scheduler["db"])
+    run_id = store.create_run("outside_pipeline", module="m", params={})
+    store.add_stages(run_id, [
+        {"node": "extract", "stage": "extract", "status": "succeeded", "upstream": [], "cache_key": "a" * 64},
+        {"node": "report", "stage": "report", "status": "failed", "upstream": ["extract"], "cache_key": "b" * 64,
+         "error": "ValueError: no rows"}])
+    store.finish_run(run_id, "failed", error="stage report failed")
+    store.close()
+    link = preloaded_scheduler["link"]  # http://127.0.0.1:<port>/airflowless/
+    dom = browser.show(f"{link}runs/{run_id}", until=f"({DRAWN}) && {count('g.stage')} === 2",
+                       screenshot=ARTIFACTS / "pages-preload-run.png")
+    assert _stage_states(dom) == {"extract": "succeeded", "report": "failed"}
+    assert "ValueError: no rows" in dom
+    dashboard = link.removesuffix("airflowless/")
+    status, html, _ = fetch(dashboard + "status")
+    assert status == 200 and '<a href="airflowless">Airflowless</a>' in html
+    plots = json.loads(fetch(dashboard + "individual-plots.json")[1])
+    assert plots["Airflowless Serve"] == "/airflowless/serve" and "Individual Task Stream" in plots

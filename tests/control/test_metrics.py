@@ -1,0 +1,101 @@
+"""``airflowless_*`` metrics scraped from the real embedded scheduler's ``/metrics`` after real work."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflowless import pipeline, stage
+from airflowless.control import metrics
+from airflowless.control.context import ControlContext
+from tests.control.test_actions import control  # noqa: F401 - the fixture
+from tests.support.eventually import eventually
+
+
+@stage
+def one() -> int:
+    return 1
+
+
+@stage
+def two(value: int) -> int:
+    return value + 1
+
+
+@pipeline
+def counted():
+    return two(one())
+
+
+def _scrape(ctx: ControlContext) -> dict[str, Any]:
+    """Every sample of ``/metrics`` by family name, parsed with prometheus_client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from airflowless.control import mount
+
+    base = mount.link(ctx.scheduler).removesuffix("/airflowless/")
+    with urllib.request.urlopen(f"{base}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def _trial(config: dict[str, Any]) -> dict[str, float]:
+    return {"loss": config["x"]}
+
+
+@pytest.mark.timeout(180)
+def test_stage_trial_and_serve_metrics_are_scraped_from_the_scheduler(control: ControlContext,  # noqa: F811
+                                                                      home: Path) -> None:
+    from airflowless import serve, tune
+
+    counted.run(cache=False)
+    tune.Tuner(_trial, param_space={"x": tune.grid_search([1, 2, 3])},
+               tune_config=tune.TuneConfig(metric="loss", mode="min")).fit()
+
+    @serve.deployment
+    def ping(body: Any) -> Any:
+        return {"ok": True}
+
+    serve.run(ping.bind(), name="metered", route_prefix="/ping")
+    try:
+        for _ in range(5):
+            request = urllib.request.Request(f"{serve.http_address()}/ping", data=b"{}", method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                json.loads(response.read())
+
+        def served() -> Any:
+            families = _scrape(control)
+            requests = [s for s in families.get("airflowless_serve_requests", [])
+                        if s.labels == {"app": "metered", "deployment": "ping"} and s.name.endswith("_total")]
+            counted_runs = [s for s in families.get("airflowless_stage_runs", []) if s.labels["pipeline"] == "counted"]
+            return families if requests and requests[0].value == 5 and counted_runs else None
+
+        families = eventually(served, timeout=30)
+    finally:
+        serve.shutdown()
+    runs = {(s.labels["stage"], s.labels["outcome"]): s.value
+            for s in families["airflowless_stage_runs"] if s.labels["pipeline"] == "counted"}
+    assert runs == {("one", "succeeded"): 1, ("two", "succeeded"): 1}
+    counts = [s for s in families["airflowless_stage_duration_seconds"]
+              if s.name.endswith("_count") and s.labels["pipeline"] == "counted"]
+    assert sorted(s.value for s in counts) == [1, 1]
+    trials = {s.labels["state"]: s.value for s in families["airflowless_trials"]}
+    assert trials.get("completed") == 3, trials
+    latency = [s for s in families["airflowless_serve_request_duration_seconds"]
+               if s.name.endswith("_count") and s.labels["app"] == "metered"]
+    assert latency[0].value == 5
+    assert any(s.labels["app"] == "metered" and s.value == 1 for s in families["airflowless_serve_replicas"])
+    assert "dask_scheduler_workers" in families  # distributed's own metrics are still there
+
+
+def test_registering_twice_keeps_one_collector(control: ControlContext) -> None:  # noqa: F811
+    from prometheus_client import REGISTRY
+
+    first = metrics.register(control)
+    assert metrics.register(control) is first
+    assert sum(1 for c in REGISTRY._collector_to_names if isinstance(c, metrics.AirflowlessCollector)) == 1
