@@ -58,7 +58,7 @@ def init(
     host: str = "127.0.0.1",
     quiet: bool = False,
     cluster: Any | None = None,
-    security: Any | None = None,  # issue 14: TLS (owner: TLS helper)
+    security: Any | None = None,
 ) -> Client:
     """Start an embedded cluster or connect to one; return its ``distributed.Client``.
 
@@ -93,6 +93,10 @@ def init(
     ``_CERT``, ``_KEY``).
     """
     global _runtime
+    if cluster is not None and not hasattr(cluster, "scheduler_address"):
+        raise ConfigError(f"init(cluster=...) expects a distributed Cluster object (LocalCluster, "
+                          f"SLURMCluster, KubeCluster, ...), got {type(cluster).__name__}; pass an address "
+                          "string as init(address) instead")
     with _lock:
         if _live(_runtime):
             assert _runtime is not None
@@ -160,10 +164,6 @@ def _attach(cluster: Any) -> Client:
     from .adaptive import DemandPlugin
     from .declare_resources import DeclareResources
 
-    if not hasattr(cluster, "scheduler_address"):
-        raise ConfigError(f"init(cluster=...) expects a distributed Cluster object (LocalCluster, "
-                          f"SLURMCluster, KubeCluster, ...), got {type(cluster).__name__}; pass an address "
-                          "string as init(address) instead")
     client = Client(cluster, set_as_default=True)
     client.register_plugin(DemandPlugin())
     client.register_plugin(DeclareResources())

@@ -176,7 +176,7 @@ class WorkerGroup:
     def __post_init__(self) -> None:
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self._early: list[dict[str, Any]] = []  # events _wait_started read before watch() began
-        self.futures: list[Future] = []
+        self.futures: list[Future | None] = []  # None once a rank's result is taken (see _collect)
         self.workers: list[str] = []
         self._topic = f"airflowless-train-{self.group}"
         self.decisions = f"{self.group}-decisions"  # the queue rank 0 reads answers on (RankSpec.decisions)
@@ -271,6 +271,8 @@ class WorkerGroup:
         # client's periodic refresh overwrites with no workers in it.
         alive = set(worker_addresses(self.client))
         for rank, (worker, future) in enumerate(zip(self.workers, self.futures, strict=False)):
+            if future is None:  # finished, its result taken
+                continue
             if future.status == "error":
                 raise RankFailedError(_rank_error(rank, future))
             if worker not in alive and not future.done():
@@ -291,13 +293,16 @@ class WorkerGroup:
         for message in self._early:
             add(message)
         self._early = []
+        results: dict[int, Any] = {}
         checked = time.monotonic()
-        while not all(f.done() for f in self.futures):
+        while not all(f is None or f.done() for f in self.futures):
             with contextlib.suppress(queue.Empty):
                 add(self.events.get(timeout=0.25))
             if time.monotonic() - checked >= 0.25:  # also while reports keep coming
+                self._collect(results)
                 self._check_alive()
                 checked = time.monotonic()
+        self._collect(results)
         # reports still on their way: the scheduler keeps the topic's history
         time.sleep(0.05)
         for _, message in self.client.get_events(self._topic):
@@ -305,10 +310,27 @@ class WorkerGroup:
         while not self.events.empty():
             add(self.events.get_nowait())
         for rank, future in enumerate(self.futures):
-            if future.status == "error":
+            if future is not None and future.status == "error":
                 raise RankFailedError(_rank_error(rank, future))
         reports.close()
-        return GroupOutcome([f.result() for f in self.futures])
+        return GroupOutcome([results[rank] for rank in range(len(self.futures))])
+
+    def _collect(self, results: dict[int, Any]) -> None:
+        """Take each finished rank's result and let go of its task.
+
+        Dask recomputes a lost result that a client still holds: a finished rank
+        whose worker died later would be run again, alone, and wait for partners
+        that never come. A rank's result is small (its last metrics and checkpoint).
+        """
+        for rank, future in enumerate(self.futures):
+            if future is None or future.status != "finished":
+                continue
+            try:
+                results[rank] = future.result(timeout=60)
+            except TimeoutError as exc:
+                raise RankFailedError(f"rank {rank} finished, but its result was lost with its worker "
+                                      f"{self.workers[rank]}") from exc
+            self.futures[rank] = None
 
     def answer(self, stop: bool) -> None:
         """Answer rank 0's report (when its RankSpec has ``decisions``): go on, or stop there."""
@@ -331,12 +353,12 @@ class WorkerGroup:
         """
         from distributed import Event, Variable, wait
 
-        running = [f for f in self.futures if not f.done()]
+        running = [f for f in self.futures if f is not None and not f.done()]
         if running:
             self.request_stop()
             with contextlib.suppress(Exception):  # a timeout: cancelled below
                 wait(running, timeout=grace_s)
-        stragglers = [f for f in self.futures if not f.done()]
+        stragglers = [f for f in self.futures if f is not None and not f.done()]
         self.client.cancel(stragglers)
         with contextlib.suppress(Exception):
             self.client.unsubscribe_topic(self._topic)

@@ -99,7 +99,10 @@ def _holding(store: Store, workdir: Path, attempts: int = 1) -> int:
         if not runs:
             return None
         record = store.get_run(runs[0].id)
-        return record.id if record.stage("hold").status == StageStatus.RUNNING else None
+        # the driver has also taken ``make``'s result: a scheduler killed before that loses it
+        # (the driver cannot know it succeeded), which is not what these tests are about
+        seen = record.stage("make").status in (StageStatus.SUCCEEDED, StageStatus.CACHED)
+        return record.id if seen and record.stage("hold").status == StageStatus.RUNNING else None
 
     def state() -> str:
         started = workdir / "started"

@@ -128,8 +128,7 @@ def test_init_rejects_what_is_not_a_cluster(home: Any) -> None:
     import airflowless
     from airflowless.errors import ConfigError
 
-    airflowless.shutdown()
-    with pytest.raises(ConfigError, match="expects a distributed Cluster object"):
+    with pytest.raises(ConfigError, match="expects a distributed Cluster object"):  # checked first: whatever runs
         airflowless.init(cluster="tcp://127.0.0.1:8786", quiet=True)
 
 

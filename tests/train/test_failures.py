@@ -174,3 +174,70 @@ def test_the_tuner_error_names_the_first_trial_error() -> None:
                                          r"2 of 2 trial\(s\) failed, the first with: TrainingDataError: "
                                          r"XGBoostTrainer needs at least one row of dataset 'train'"):
         grid.get_best_result()
+
+
+FINISHED_RANK_LOST = """
+import os, signal, sys, threading
+from pathlib import Path
+import airflowless
+from airflowless import train
+from airflowless.train import DataParallelTrainer, ScalingConfig
+from tests.support.eventually import eventually
+
+def loop(config):
+    rank = train.get_context().world_rank
+    if rank == 1:  # finishes at once and says where it ran
+        with open(config["out"] + "/rank1-runs", "a") as runs:
+            runs.write(f"{os.getpid()}\\n")
+        return
+    from distributed import Event
+    assert Event("go").wait(timeout=90), "never told to go on"
+    train.report({"done": 1})
+
+client = airflowless.init(n_workers=2, dashboard_address=":0", quiet=True)
+out = os.getcwd()
+outcome = {}
+fit = threading.Thread(target=lambda: outcome.setdefault("result", DataParallelTrainer(
+    loop, train_loop_config={"out": out}, scaling_config=ScalingConfig(num_workers=2)).fit()))
+fit.start()
+runs = Path(out, "rank1-runs")
+victim = int(eventually(lambda: runs.exists() and runs.read_text().split()[0], timeout=90,
+                        message="rank 1 never ran"))
+import time
+time.sleep(2)  # rank 1's task has ended and the driver has taken its result
+os.kill(victim, signal.SIGKILL)
+def replaced():
+    try:
+        now = client.run(os.getpid)
+    except Exception:  # a worker going away mid-call
+        return None
+    return len(now) == 2 and victim not in now.values()
+
+eventually(replaced, timeout=120, message="a new worker in place of the killed one")
+time.sleep(2)  # time for the scheduler to run a lost finished rank again, if it would
+from distributed import Event
+Event("go").set()
+fit.join(timeout=120)
+assert not fit.is_alive(), "fit() hangs after a finished rank's worker died"
+print("RANK1-RUNS", len(runs.read_text().split()), outcome["result"].metrics)
+airflowless.shutdown()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_finished_rank_whose_worker_dies_is_not_run_again_alone(tmp_path: Path) -> None:
+    """Rank 1 ends first, then its worker is killed: the fit ends, and rank 1 ran once.
+
+    Dask recomputes a lost result that a client still holds; a rank run again
+    alone would wait for partners that never come (seen across hosts).
+    """
+    import os
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", FINISHED_RANK_LOST], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=280, env={**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "home"),
+                                            "PYTHONPATH": root})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert "RANK1-RUNS 1 " in done.stdout, done.stdout[-3000:]
