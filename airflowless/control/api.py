@@ -25,26 +25,43 @@ from tornado.ioloop import IOLoop
 
 from . import auth, reads
 from .context import ControlContext
-from .errors import ApiError, BadRequest, NotFound, Unavailable
+from .errors import ApiError, BadRequest, NotFound, TooLarge, Unavailable
 
 __all__ = ["PREFIX", "ApiHandler", "routes"]
 
 PREFIX = "/airflowless/api/v1"
 _MAX_ID = 2**31 - 1  # the store's integer keys
 _MAX_LIMIT = 1000
+_MAX_BODY = 64 * 1024  # the largest JSON body an action takes ({"replicas": n} is a few bytes)
 logger = logging.getLogger(__name__)
 
 
+@web.stream_request_body
 class ApiHandler(web.RequestHandler):
-    """Base of every API handler: the token check, JSON answers and JSON errors."""
+    """Base of every API handler: the token check, JSON answers and JSON errors.
+
+    Bodies are streamed: the token is checked when the headers are in, before
+    any of the body is read, and at most ``_MAX_BODY`` bytes of it are kept.
+    """
 
     ctx: ControlContext
 
     def initialize(self, ctx: ControlContext) -> None:
         self.ctx = ctx
+        self.body = b""
+        self.body_too_large = False
 
     def prepare(self) -> None:
         auth.check(self.ctx, self.request.headers.get("Authorization"), action=self.request.method == "POST")
+        declared = self.request.headers.get("Content-Length", "0")
+        if not declared.isdigit() or int(declared) > _MAX_BODY:
+            raise TooLarge(f"a request body is at most {_MAX_BODY} bytes of JSON, got Content-Length {declared[:20]!r}")
+
+    def data_received(self, chunk: bytes) -> None:
+        if len(self.body) + len(chunk) > _MAX_BODY:
+            self.body_too_large = True  # refused once the request is in; nothing more is kept
+            return
+        self.body += chunk
 
     def check_xsrf_cookie(self) -> None:
         """Actions carry a bearer token, which a cross-site form cannot send: no cookie check."""
@@ -183,14 +200,16 @@ class Deployments(ApiHandler):
 
 class ScaleDeployment(ApiHandler):
     async def post(self, app: str, deployment: str) -> None:
+        if self.body_too_large:
+            raise TooLarge(f"a request body is at most {_MAX_BODY} bytes of JSON")
         try:
-            body = json.loads(self.request.body or b"null")
+            body = json.loads(self.body or b"null")
         except (ValueError, UnicodeDecodeError):
             body = None
         replicas = body.get("replicas") if isinstance(body, dict) else None
         if type(replicas) is not int or replicas < 0:
             raise BadRequest('the body is a JSON object {"replicas": n} with n a whole number >= 0, '
-                             f"got {self.request.body[:100]!r}")
+                             f"got {self.body[:100]!r}")
         await self.act("scale_deployment", app, deployment, replicas)
 
 

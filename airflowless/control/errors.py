@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ApiError", "BadRequest", "Conflict", "Forbidden", "NotFound", "Unauthorized", "Unavailable"]
+__all__ = ["ApiError", "BadRequest", "Conflict", "Forbidden", "NotFound", "TooLarge", "Unauthorized", "Unavailable"]
 
 
 class ApiError(Exception):
@@ -33,6 +33,10 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     status = 409
+
+
+class TooLarge(ApiError):
+    status = 413
 
 
 class Unavailable(ApiError):

@@ -87,3 +87,23 @@ def test_a_written_token_is_private_and_one_per_cluster(tmp_path: Path) -> None:
     assert (path.read_text(), other.read_text()) == ("abc\n", "def\n")
     auth.write_token("ghi", tmp_path / "home", 8787)  # a new cluster on that port replaces it
     assert path.read_text() == "ghi\n" and len(list(path.parent.iterdir())) == 2
+
+
+def _answer_to_headers_only(base: str, headers: str) -> str:
+    """Send a POST's headers (announcing a large body) and none of its body; return the status line."""
+    host, port = base.split("//")[1].split("/")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(f"POST /{V1}deployments/app/dep/scale HTTP/1.1\r\nHost: {host}\r\n{headers}"
+                     "Content-Type: application/json\r\nContent-Length: 50000000\r\n\r\n".encode())
+        return conn.recv(4096).decode(errors="replace").splitlines()[0]
+
+
+def test_the_token_is_checked_before_a_body_is_read_and_bodies_are_bounded(url: str, control_server: Any) -> None:
+    base = control_server(ControlContext(url, token=TOKEN))
+    # answered from the headers alone: the 50 MB the request announces is never awaited nor kept
+    assert " 401 " in _answer_to_headers_only(base, "")
+    assert " 403 " in _answer_to_headers_only(base, "Authorization: Bearer guess\r\n")
+    assert " 413 " in _answer_to_headers_only(base, f"Authorization: Bearer {TOKEN}\r\n")
+    status, body = call(base + V1 + "deployments/app/dep/scale", method="POST", token=TOKEN,
+                        body=b'{"replicas": 1, "pad": "' + b"x" * 70_000 + b'"}')
+    assert status == 413 and "at most" in body["error"]
