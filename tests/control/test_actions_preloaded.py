@@ -18,17 +18,9 @@ import pytest
 from tests.control.conftest import call
 from tests.control.test_actions import held
 from tests.support.eventually import eventually
+from tests.support.processes import stop
 
 TOKEN = "actions-test-token"
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    process.terminate()
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
 
 
 @pytest.fixture
@@ -61,7 +53,7 @@ def user_cluster(tmp_path: Path) -> Iterator[dict[str, Any]]:
         yield {"address": address, "base": link.removesuffix("/airflowless/"), "db": db}
     finally:
         for process in reversed(processes):
-            _stop(process)
+            stop(process)
 
 
 @pytest.mark.timeout(180)

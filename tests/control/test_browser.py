@@ -30,6 +30,7 @@ from airflowless.store import open_store
 from airflowless.train import Checkpoint, RunConfig
 from tests.support.eventually import eventually
 from tests.support.pages import Browser, chromium, fetch
+from tests.support.processes import stop
 
 # generous: the first test also starts the embedded cluster and Chromium, on a machine others share
 pytestmark = pytest.mark.timeout(240)
@@ -366,12 +367,7 @@ def preloaded_scheduler(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
         yield {"link": eventually(link, timeout=90, message=lambda: "".join(log)), "db": db}
     finally:
-        scheduler.terminate()
-        try:
-            scheduler.wait(15)
-        except subprocess.TimeoutExpired:
-            scheduler.kill()
-            scheduler.wait(5)
+        stop(scheduler)
 
 
 def test_pages_on_a_preloaded_dask_scheduler(browser: Browser, preloaded_scheduler: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from airflowless.control import mount
 from airflowless.store import open_store
 from tests.control.conftest import call
 from tests.support.eventually import eventually
+from tests.support.processes import stop
 
 V1 = "airflowless/api/v1/"
 
@@ -98,12 +99,7 @@ def dask_scheduler(tmp_path: Path) -> Iterator[dict[str, Any]]:
         yield {"address": address, "link": link, "home": home, "db": env["AIRFLOWLESS_DB"], "log": log}
     finally:
         for process in reversed(processes):  # the worker first: the scheduler then closes at once
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+            stop(process)
 
 
 @pytest.mark.timeout(120)
