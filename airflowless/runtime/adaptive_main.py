@@ -46,6 +46,9 @@ async def _serve(args: argparse.Namespace) -> None:
         "host": args.host, "port": args.port, "dashboard_address": args.dashboard_address}}
     cluster = await SpecCluster(scheduler=scheduler, workers={}, worker=worker, asynchronous=True,
                                 silence_logs=logging.WARN, name="airflowless-adaptive")
+    from ..dashboard import dask_setup
+
+    dask_setup(cluster.scheduler)  # the control plane, as `cluster up` preloads it on its scheduler
     adaptive = adapt(cluster, minimum=args.minimum, maximum=args.maximum, interval=args.interval)
     await adaptive.announce()  # installs the DemandPlugin: a fit may wait for workers from now on
     stop = asyncio.Event()

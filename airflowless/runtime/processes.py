@@ -149,12 +149,7 @@ def start_process_cluster(
         timeout=timeout,
     )
     deadline = time.monotonic() + timeout
-    logs = (
-        Path(log_dir)
-        if log_dir is not None
-        else Path(tempfile.mkdtemp(prefix="airflowless-cluster-"))
-    )
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = _log_folder(log_dir)
     port, dport = _free_ports(host, scheduler_port or None, dashboard_port)
     address = f"{'tls' if tls else 'tcp'}://{_netloc(host, port)}"
     child_env = None if env is None else {**os.environ, **env}
@@ -244,8 +239,7 @@ def start_adaptive_cluster(
     resources = _validate(n_workers=1, threads_per_worker=threads_per_worker, resources=resources,
                           scheduler_port=scheduler_port, dashboard_port=dashboard_port, timeout=timeout)
     deadline = time.monotonic() + timeout
-    logs = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="airflowless-cluster-"))
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = _log_folder(log_dir)
     port, dport = _free_ports(host, scheduler_port or None, dashboard_port)
     address = f"tcp://{_netloc(host, port)}"
     resource_arg = " ".join(f"{name}={amount:g}" for name, amount in resources.items())
@@ -392,6 +386,13 @@ def _free_ports(host: str, *wanted: int | None) -> list[int]:
                 port = int(sock.getsockname()[1])
             ports.append(port)
         return ports
+
+
+def _log_folder(log_dir: str | Path | None) -> Path:
+    """``log_dir`` (made if missing), or a new temporary folder."""
+    logs = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="airflowless-cluster-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    return logs
 
 
 def _flags(**options: object) -> list[str]:
