@@ -91,6 +91,8 @@ def show_experiment(name_or_id: str, db: str | None) -> None:
                                     f"(config {_plain(best[0]['config'])})"))
     if experiment["storage_path"]:
         lines.append(f"storage: {experiment['storage_path']}")
+    if (experiment.get("summary") or {}).get("prepared_data"):
+        lines.append(_prepared_data(experiment["summary"]["prepared_data"]))
     for line in lines:
         click.echo(line)
     for trial in trials:
@@ -101,6 +103,15 @@ def show_experiment(name_or_id: str, db: str | None) -> None:
 
 
 # -- formatting ---------------------------------------------------------------------------------
+
+def _prepared_data(used: dict[str, Any]) -> str:
+    """The prepared-data cache's use by the experiment's trials, on one line."""
+    workers = used.get("workers", {})
+    return (f"prepared data: {used['hits']} hit(s), {used['misses']} miss(es), {used['evictions']} evicted, "
+            f"{used['bytes'] / 1e6:.1f} MB held at the end; the workers' matrices: {workers.get('hits', 0)} hit(s), "
+            f"{workers.get('misses', 0)} miss(es), {workers.get('evictions', 0)} evicted, "
+            f"{workers.get('bytes', 0) / 1e6:.1f} MB held")
+
 
 def _status(text: str) -> str:
     text = ExperimentStatus.shown(text)

@@ -16,7 +16,8 @@ action                  topic the driver subscribes to               what the dr
                                                                      trials, every unfinished one stopped;
                                                                      the experiment is recorded ``stopped``
 ``scale_deployment``    ``airflowless-control:serve:<app>``          ``DeploymentUpdated`` with ``num_replicas=n``,
-                                                                     as ``serve.run`` of that count does
+                                                                     as ``serve.run`` of that count does (the
+                                                                     scheduler side records the new count)
 ======================  ===========================================  ==========================================
 
 The scheduler side (the functions here, called by the API's POST routes)
@@ -39,7 +40,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from typing import Any
 
 from .context import ControlContext
@@ -49,6 +52,7 @@ __all__ = ["cancel_run", "stop_trial", "stop_experiment", "scale_deployment",
            "listen", "run_topic", "experiment_topic", "serve_topic", "PREFIX"]
 
 PREFIX = "airflowless-control"
+logger = logging.getLogger(__name__)
 _NO_SCHEDULER = ("this server has no cluster (it serves the record only, like `airflowless ui`); actions "
                  "need the control plane of the scheduler the work runs on: open the dashboard link "
                  "the driver printed")
@@ -94,8 +98,8 @@ def listen(client: Any, topic: str, handler: Callable[[dict[str, Any]], None]) -
 
 
 # -- scheduler side ---------------------------------------------------------------------------------
-async def _read(fn: Callable[[], Any]) -> Any:
-    return await asyncio.get_running_loop().run_in_executor(None, fn)
+async def _read(ctx: ControlContext, fn: Callable[[], Any]) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(ctx.readers(), fn)
 
 
 def _publish(ctx: ControlContext, topic: str, message: dict[str, Any], *, nobody: str) -> int:
@@ -143,7 +147,7 @@ async def cancel_run(ctx: ControlContext, run_id: Any) -> dict[str, Any]:
         except KeyError:
             return None
 
-    record = await _read(read)
+    record = await _read(ctx, read)
     if record is None:
         raise NotFound(f"no run with id {run_id} in this record")
     if record.status != RunStatus.RUNNING:
@@ -175,7 +179,7 @@ async def stop_trial(ctx: ControlContext, trial_id: Any) -> dict[str, Any]:
             return None, None
         return dict(row), store.find_experiment(int(row["experiment_id"]))
 
-    trial, experiment = await _read(read)
+    trial, experiment = await _read(ctx, read)
     if trial is None:
         raise NotFound(f"no trial with id {trial_id} in this record")
     if trial["status"] not in ("pending", "running", "paused"):
@@ -195,7 +199,7 @@ async def stop_experiment(ctx: ControlContext, experiment_id: Any) -> dict[str, 
     _scheduler(ctx)
     experiment_id = _int_id(experiment_id, "experiment")
     store = ctx.store()
-    experiment = await _read(lambda: store.find_experiment(experiment_id))
+    experiment = await _read(ctx, lambda: store.find_experiment(experiment_id))
     if experiment is None:
         raise NotFound(f"no experiment with id {experiment_id} in this record")
     if experiment["status"] != "running":
@@ -224,5 +228,23 @@ async def scale_deployment(ctx: ControlContext, app: str, deployment: str, repli
                                                  "replicas": replicas},
                          nobody=f"no serve controller running application {app!r} is connected to this "
                                 "scheduler (see `airflowless serve status`)")
+    recorded = await _read(ctx, lambda: _record_replicas(ctx, app, deployment, replicas))
     return {"app": app, "deployment": deployment, "replicas": replicas, "action": "scale", "accepted": True,
-            "drivers": listeners}
+            "drivers": listeners, "recorded": recorded}
+
+
+def _record_replicas(ctx: ControlContext, app: str, deployment: str, replicas: int) -> int:
+    """Give the deployment's running rows in the record the new count, as a new ``serve.run`` would (the
+    serve page's recorded table shows the target at once); how many rows. The scale stands without it."""
+    from ..store import schema
+    from ..store.deployments import DeploymentStatus
+
+    table = schema.deployments
+    try:
+        with ctx.store().engine.begin() as conn:
+            return int(conn.execute(table.update().where(
+                table.c.app == app, table.c.deployment == deployment, table.c.status == DeploymentStatus.RUNNING,
+            ).values(num_replicas=replicas, updated_at=datetime.now(timezone.utc))).rowcount)
+    except Exception as exc:  # no store here, or it cannot be written: the drivers have the request already
+        logger.warning("airflowless: scaled %s/%s to %d but could not record it (%s)", app, deployment, replicas, exc)
+        return 0

@@ -2,8 +2,8 @@
 
 Every answer is JSON; every error is ``{"error": message}`` with its status
 (400 bad input, 401/403 token, 404 unknown id, 409 conflict, 503 no store or no
-cluster), never a traceback. Reads run :mod:`.reads` in a thread so the
-scheduler's event loop never waits on the database; actions call the function
+cluster), never a traceback. Reads run :mod:`.reads` in the context's reader
+threads, so the scheduler's event loop never waits on the database; actions call the function
 of the same name in :mod:`.actions`. To add a route: a handler here, a row in
 :func:`routes`, and its entry in :mod:`.openapi` (a test checks they agree).
 
@@ -32,6 +32,7 @@ __all__ = ["PREFIX", "ApiHandler", "routes"]
 PREFIX = "/airflowless/api/v1"
 _MAX_ID = 2**31 - 1  # the store's integer keys
 _MAX_LIMIT = 1000
+_MAX_TRIALS = 500  # trial= fields in one request (tornado refuses a query of more than 1000 fields outright)
 _MAX_BODY = 64 * 1024  # the largest JSON body an action takes ({"replicas": n} is a few bytes)
 logger = logging.getLogger(__name__)
 
@@ -67,9 +68,12 @@ class ApiHandler(web.RequestHandler):
         """Actions carry a bearer token, which a cross-site form cannot send: no cookie check."""
 
     def reply(self, value: dict[str, Any]) -> None:
+        self.reply_text(json.dumps(value, allow_nan=False))
+
+    def reply_text(self, text: str) -> None:
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
-        self.finish(json.dumps(value, allow_nan=False))
+        self.finish(text)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs["exc_info"][1] if "exc_info" in kwargs else None
@@ -94,13 +98,14 @@ class ApiHandler(web.RequestHandler):
             super().log_exception(typ, value, tb)
 
     async def read(self, fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> None:
-        """Answer with ``fn(store, *args, **kwargs)``, run in a thread."""
-        def call() -> dict[str, Any]:
+        """Answer with ``fn(store, *args, **kwargs)``, read and written as JSON in one of the context's
+        reader threads: the scheduler's loop only sends the text."""
+        def call() -> str:
             from ..errors import StoreError
 
             store = self.ctx.store()
             try:
-                return fn(store, *args, **kwargs)
+                return json.dumps(fn(store, *args, **kwargs), allow_nan=False)
             except StoreError as exc:
                 raise Unavailable(f"the airflowless store cannot be read: {exc}") from exc
             except Exception as exc:
@@ -108,7 +113,7 @@ class ApiHandler(web.RequestHandler):
                     raise Unavailable(f"the airflowless store cannot be read ({type(exc).__name__})") from exc
                 raise
 
-        self.reply(await IOLoop.current().run_in_executor(None, call))
+        self.reply_text(await IOLoop.current().run_in_executor(self.ctx.readers(), call))
 
     def query_limit(self, default: int = 50) -> int:
         text = self.get_query_argument("limit", str(default))
@@ -160,6 +165,17 @@ class Experiments(ApiHandler):
 class Experiment(ApiHandler):
     async def get(self, experiment_id: str) -> None:
         await self.read(reads.experiment, _id(experiment_id, "experiment"))
+
+
+class ExperimentMetrics(ApiHandler):
+    async def get(self, experiment_id: str) -> None:
+        names = [name for name in self.get_query_arguments("name") if name]
+        trials = self.get_query_arguments("trial")
+        if len(trials) > _MAX_TRIALS:
+            raise BadRequest(f"at most {_MAX_TRIALS} trial ids in one request, got {len(trials)}; "
+                             "ask in several requests, or for every trial (no trial= at all)")
+        await self.read(reads.experiment_metrics, _id(experiment_id, "experiment"),
+                        trial_ids=[_id(text, "trial") for text in trials], names=names)
 
 
 class StopExperiment(ApiHandler):
@@ -250,6 +266,7 @@ def routes(ctx: ControlContext) -> list[tuple[str, type[web.RequestHandler], dic
         ("runs/([^/]+)/cancel", CancelRun),
         ("experiments", Experiments),
         ("experiments/([^/]+)", Experiment),
+        ("experiments/([^/]+)/metrics", ExperimentMetrics),
         ("experiments/([^/]+)/stop", StopExperiment),
         ("trials/([^/]+)", Trial),
         ("trials/([^/]+)/metrics", TrialMetrics),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ControlContext"]
 
 _KEPT_STORES = 4
+_READER_THREADS = 2
 
 
 @dataclass
@@ -36,6 +38,7 @@ class ControlContext:
     token_hint: str = ""  # where users find the token: a file's path, or AIRFLOWLESS_TOKEN
     _stores: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _readers: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
 
     def current_store_url(self) -> str | None:
         """The URL of the record requests read now (None: there is none)."""
@@ -65,9 +68,20 @@ class ControlContext:
                     self._stores.pop(next(iter(self._stores))).close()  # reads under way keep their connection
             return self._stores[url]
 
+    def readers(self) -> ThreadPoolExecutor:
+        """The threads the API reads the record in. Few of them: they share the scheduler's GIL, so a
+        burst of requests from open pages waits its turn here instead of crowding the scheduler's loop."""
+        with self._lock:
+            if self._readers is None:
+                self._readers = ThreadPoolExecutor(_READER_THREADS, thread_name_prefix="airflowless-api-read")
+            return self._readers
+
     def close(self) -> None:
-        """Close the stores this context opened."""
+        """Close the stores this context opened, and its reader threads."""
         with self._lock:
             stores, self._stores = list(self._stores.values()), {}
+            readers, self._readers = self._readers, None
+        if readers is not None:
+            readers.shutdown(wait=False)
         for store in stores:
             store.close()

@@ -34,8 +34,9 @@ def _present(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def routes(ctx: ControlContext) -> list[Any]:
-    """Every control-plane route bound to ``ctx``: the API, then the pages (when present)."""
+def routes(ctx: ControlContext, prefix: str = "") -> list[Any]:
+    """Every control-plane route bound to ``ctx``: the API, then the pages (when present); under
+    ``prefix`` (a scheduler's ``--dashboard-prefix``, e.g. ``"/dask"``) when given."""
     from . import api
 
     table = list(api.routes(ctx))
@@ -43,7 +44,17 @@ def routes(ctx: ControlContext) -> list[Any]:
         from . import pages  # type: ignore[attr-defined,unused-ignore]
 
         table = pages.routes(ctx) + table
-    return table
+    return [(prefix + pattern, *rest) for pattern, *rest in table]
+
+
+def _http_prefix(application: Any) -> str:
+    """The ``--dashboard-prefix`` (``http_prefix``) the scheduler's dashboard was started with, ``""`` for
+    none. The scheduler keeps no attribute of it, so it is read off distributed's own ``health`` route."""
+    for rule in getattr(getattr(application, "wildcard_router", None), "rules", []):
+        pattern = getattr(getattr(rule.matcher, "regex", None), "pattern", "")
+        if pattern.endswith("/health$"):
+            return pattern[: -len("/health$")]
+    return ""
 
 
 def install(scheduler: Any, *, store_url: str | None = None, token: str | None = None,
@@ -72,7 +83,7 @@ def install(scheduler: Any, *, store_url: str | None = None, token: str | None =
     if ctx.token is None:
         ctx.token = auth.generate_token()
         ctx.token_hint = str(auth.write_token(ctx.token, settings.home, bound[0][1]))
-    application.add_handlers(r".*$", routes(ctx))
+    application.add_handlers(r".*$", routes(ctx, _http_prefix(application)))
     if _present("airflowless.control.pages"):
         from . import pages  # type: ignore[attr-defined,unused-ignore]
 
@@ -106,7 +117,7 @@ def link(scheduler: Any) -> str:
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     scheme = "https" if getattr(scheduler.http_server, "ssl_options", None) else "http"
-    return f"{scheme}://{_url_host(host)}:{port}/airflowless/"
+    return f"{scheme}://{_url_host(host)}:{port}{_http_prefix(scheduler.http_application)}/airflowless/"
 
 
 def _url_host(host: str) -> str:

@@ -27,6 +27,12 @@ def _text(name: str, description: str) -> dict[str, Any]:
             "schema": {"type": "string", "minLength": 1}}
 
 
+def _names() -> dict[str, Any]:
+    return {"name": "name", "in": "query", "required": False, "explode": True,
+            "description": "only these metrics (repeat: ?name=a&name=b; the server takes 1000 query fields at most)",
+            "schema": {"type": "array", "maxItems": 100, "items": {"type": "string"}}}
+
+
 def _limit(default: int) -> dict[str, Any]:
     return {"name": "limit", "in": "query", "required": False, "description": "how many, newest first",
             "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": default}}
@@ -78,12 +84,17 @@ def document() -> dict[str, Any]:
         "/experiments/{experiment_id}": _read("One experiment with its trials: config, status, last metrics",
                                               experiment, found=True),
         "/experiments/{experiment_id}/stop": _action("Stop a running experiment (all its trials)", experiment),
+        "/experiments/{experiment_id}/metrics": _read(
+            "The reported metrics by step of many trials of one experiment, in one request: "
+            "{experiment_id, names, trials: [{trial_id, metrics: [{step, ...}]}]}", experiment,
+            {"name": "trial", "in": "query", "required": False, "explode": True,
+             "description": "only these trials of the experiment (repeat: ?trial=3&trial=4; at most 500); "
+                            "ids of other experiments' trials are left out",
+             "schema": {"type": "array", "maxItems": 500,
+                        "items": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}}},
+            _names(), found=True),
         "/trials/{trial_id}": _read("One trial", trial, found=True),
-        "/trials/{trial_id}/metrics": _read(
-            "A trial's reported metrics by step", trial,
-            {"name": "name", "in": "query", "required": False, "explode": True,
-             "description": "only these metrics (repeat: ?name=a&name=b)",
-             "schema": {"type": "array", "items": {"type": "string"}}}, found=True),
+        "/trials/{trial_id}/metrics": _read("A trial's reported metrics by step", trial, _names(), found=True),
         "/trials/{trial_id}/checkpoints": _read("A trial's kept checkpoints by step", trial, found=True),
         "/trials/{trial_id}/stop": _action("Stop a running trial", trial),
         "/deployments": _read(

@@ -25,7 +25,7 @@ from ..jsonsafe import to_plain
 from ..store.records import ExperimentStatus, RunRecord, StageRecord, StageStatus
 from .errors import NotFound
 
-__all__ = ["checkpoints", "deployments", "experiment", "experiments", "metrics", "run", "runs", "trial", "plain"]
+__all__ = ["checkpoints", "deployments", "experiment", "experiment_metrics", "experiments", "metrics", "run", "runs", "trial", "plain"]
 
 
 def plain(value: Any) -> Any:
@@ -124,12 +124,49 @@ def metrics(store: Any, trial_id: int, *, names: list[str]) -> dict[str, Any]:
     """A trial's reports by step (only the metrics ``names``, if any), and every metric name reported."""
     _trial_row(store, trial_id)
     rows = store.trial_metrics(trial_id)
-    reported = sorted({key for row in rows for key in row if key != "step"})
-    if names:
-        wanted = set(names)
-        rows = [{"step": row["step"], **{k: v for k, v in row.items() if k in wanted}} for row in rows]
-        rows = [row for row in rows if len(row) > 1]
-    return plain({"trial_id": trial_id, "names": reported, "metrics": rows})
+    return plain({"trial_id": trial_id, "names": _reported(rows), "metrics": _only(rows, names)})
+
+
+def experiment_metrics(store: Any, experiment_id: int, *, trial_ids: list[int], names: list[str]) -> dict[str, Any]:
+    """The reports by step of many trials of one experiment, in one read (a page's learning curves).
+
+    Every trial of the experiment, or only those of ``trial_ids`` that are in it;
+    each with its reports (only the metrics ``names``, if any); ``names`` lists
+    every metric name those trials reported.
+    """
+    from sqlalchemy import select
+
+    from ..store import schema
+
+    if store.find_experiment(experiment_id) is None:
+        raise NotFound(f"no experiment with id {experiment_id} in this record")
+    trials, reports = schema.trials, schema.metrics
+    chosen = select(trials.c.id).where(trials.c.experiment_id == experiment_id)
+    if trial_ids:
+        chosen = chosen.where(trials.c.id.in_(trial_ids))
+    query = (select(reports.c.trial_id, reports.c.step, reports.c["values"])
+             .where(reports.c.trial_id.in_(chosen.scalar_subquery()))
+             .order_by(reports.c.trial_id, reports.c.step))
+    with store.engine.begin() as conn:
+        by_trial: dict[int, list[dict[str, Any]]] = {row[0]: [] for row in conn.execute(chosen.order_by(trials.c.id))}
+        for trial_id, step, values in conn.execute(query):
+            by_trial[trial_id].append({"step": step, **values})
+    every = [row for rows in by_trial.values() for row in rows]
+    return plain({"experiment_id": experiment_id, "names": _reported(every),
+                  "trials": [{"trial_id": t, "metrics": _only(rows, names)} for t, rows in by_trial.items()]})
+
+
+def _reported(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted({key for row in rows for key in row if key != "step"})
+
+
+def _only(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
+    """``rows`` with only the metrics ``names`` (all when empty); steps left with none are dropped."""
+    if not names:
+        return rows
+    wanted = set(names)
+    kept = [{"step": row["step"], **{k: v for k, v in row.items() if k in wanted}} for row in rows]
+    return [row for row in kept if len(row) > 1]
 
 
 def checkpoints(store: Any, trial_id: int) -> dict[str, Any]:

@@ -1,20 +1,29 @@
 """The uvicorn server of the HTTP proxy, with :class:`HTTPOptions`' limits applied.
 
-uvicorn enforces the keep-alive timeout, the size of headers that arrive in
-pieces (``h11_max_incomplete_event_size``; the proxy checks the size of the
-rest) and the concurrency limit (503) itself.
-It has no timeout for a request's headers, so :class:`_HeaderTimeoutProtocol`
-adds one: from the moment a connection opens, or its previous response
-ends, the next request's headers must be complete within
-``header_timeout_s``, else the connection is closed. The body's timeout is
-the ASGI app's (:mod:`.proxy`), which reads the body itself.
-:func:`run_server` turns uvicorn's ``sys.exit`` on a port it cannot bind into
-an ``OSError``. :func:`ingress_ssl_context` picks the proxy's HTTPS, if any.
+The proxy parses HTTP with httptools (uvicorn's fast parser) when it is
+installed (the ``serve`` extra brings it), else with h11; both protocols hold
+a client to the same limits. uvicorn enforces the keep-alive timeout and the
+concurrency limit (503) itself. The size of headers that arrive in pieces is
+bounded by uvicorn for h11 (``h11_max_incomplete_event_size``, a 400) and by
+:class:`_HttpToolsProtocol` for httptools (431); the proxy checks the size of
+complete headers (:mod:`.proxy`, 431). uvicorn has no timeout for a request's
+headers, so :class:`_HeaderTimeout` adds one to both: from the moment a
+connection opens, or its previous response ends, the next request's headers
+must be complete within ``header_timeout_s``, else the connection is closed.
+The body's timeout is the ASGI app's (:mod:`.proxy`), which reads the body
+itself. :func:`run_server` turns uvicorn's ``sys.exit`` on a port it cannot
+bind into an ``OSError``. :func:`ingress_ssl_context` picks the proxy's HTTPS,
+if any.
+
+Why httptools (and uvloop, :mod:`.adapter`): h11 parses in Python, httptools
+in C; under W5 (32 connections, one small model) the two together cut the
+servers' CPU per request (figures in docs/serve.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import ssl
 from typing import Any
@@ -28,40 +37,98 @@ __all__ = ["make_server", "run_server", "ingress_ssl_context"]
 logger = logging.getLogger("airflowless.serve.proxy")
 
 
-class _HeaderTimeoutProtocol(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose request headers do not arrive in time."""
+class _HeaderTimeout:
+    """Closes a connection whose next request headers do not arrive within ``header_timeout_s``.
+
+    Mixed into uvicorn's protocols (h11's and httptools'), which both keep the
+    request in flight as ``cycle`` and call ``on_response_complete`` when its
+    response is sent.
+    """
 
     header_timeout_s = 10.0
+    cycle: Any
+    transport: Any
+    loop: asyncio.AbstractEventLoop
+    client: tuple[str, int] | None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
-        super().connection_made(transport)  # type: ignore[arg-type]
-        self._arm_header_timer(None)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm_header_timer()
 
     def on_response_complete(self) -> None:
-        finished = self.cycle  # a pipelined request may start a new cycle inside super()
-        super().on_response_complete()
+        super().on_response_complete()  # type: ignore[misc]
         if not self.transport.is_closing():
-            self._arm_header_timer(finished)
+            self._arm_header_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         timer = getattr(self, "_header_timer", None)
         if timer is not None:
             timer.cancel()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
 
-    def _arm_header_timer(self, cycle_now: Any) -> None:
+    def _arm_header_timer(self) -> None:
         timer = getattr(self, "_header_timer", None)
         if timer is not None:
             timer.cancel()
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._on_header_timeout, cycle_now)
+        # the newest request (a pipelined one may have started inside on_response_complete)
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._on_header_timeout, self.cycle)
 
     def _on_header_timeout(self, cycle_when_armed: Any) -> None:
-        if self.cycle is not cycle_when_armed or self.transport.is_closing():
-            return  # a new request arrived meanwhile
+        idle = cycle_when_armed is None or cycle_when_armed.response_complete
+        if self.cycle is not cycle_when_armed or not idle or self.transport.is_closing():
+            return  # a request arrived meanwhile, or one is still running (its end re-arms the timer)
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
         logger.info("closed the connection of %s: no complete request headers within %g s",
                     client, self.header_timeout_s)
         self.transport.close()
+
+
+class _H11Protocol(_HeaderTimeout, H11Protocol):
+    """uvicorn's h11 protocol with the header timeout (the fallback without httptools)."""
+
+
+def _httptools_protocol() -> type | None:
+    """uvicorn's httptools protocol with the header timeout and a bound on incomplete headers; None without httptools."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:
+        return None
+
+    class _HttpToolsProtocol(_HeaderTimeout, HttpToolsProtocol):
+        """Answers 431 and closes when a request's headers pass ``max_header_bytes`` before they are complete.
+
+        httptools buffers a header until it ends, with no limit of its own; so
+        every byte that arrives while the headers are incomplete is counted.
+        """
+
+        max_header_bytes = 16 << 10
+        _awaiting_headers = True
+        _header_bytes = 0
+
+        def data_received(self, data: bytes) -> None:
+            if self._awaiting_headers:
+                self._header_bytes += len(data)
+            super().data_received(data)
+            if self._awaiting_headers and self._header_bytes > self.max_header_bytes \
+                    and not self.transport.is_closing():
+                self._refuse_headers()
+
+        def on_headers_complete(self) -> None:
+            self._awaiting_headers, self._header_bytes = False, 0
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._awaiting_headers = True
+            super().on_message_complete()
+
+        def _refuse_headers(self) -> None:
+            body = json.dumps({"error": f"the headers must be at most {self.max_header_bytes} bytes, got more"})
+            self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json"
+                                 b"\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+                                 % (len(body), body.encode()))
+            self.transport.close()
+
+    return _HttpToolsProtocol
 
 
 def ingress_ssl_context(options: HTTPOptions, security: Any) -> ssl.SSLContext | None:
@@ -90,7 +157,9 @@ def make_server(app: Any, options: HTTPOptions, ssl_context: ssl.SSLContext | No
     (HTTPS with ``ssl_context``)."""
     import uvicorn
 
-    protocol = type("HeaderTimeoutProtocol", (_HeaderTimeoutProtocol,), {"header_timeout_s": options.header_timeout_s})
+    base = _httptools_protocol() or _H11Protocol
+    protocol = type("ProxyProtocol", (base,), {"header_timeout_s": options.header_timeout_s,
+                                               "max_header_bytes": options.max_header_bytes})
     config = uvicorn.Config(
         app, host=options.host, port=options.port, loop="none", http=protocol, lifespan="off",
         log_level="warning", log_config=None, access_log=False,

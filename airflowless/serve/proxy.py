@@ -80,22 +80,21 @@ async def _read_body(request: Request, options: HTTPOptions) -> bytes:
     size = request.headers.get("content-length")
     if size is not None and (not size.isdigit() or int(size) > limit):
         raise _Refused(413, f"the body must be at most {limit} bytes, got Content-Length {size[:40]}")
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + options.body_timeout_s
     body = bytearray()
-    while True:
-        try:
-            message = await asyncio.wait_for(request.receive(), max(deadline - loop.time(), 0))
-        except TimeoutError:
-            raise _Refused(408, f"the body did not arrive within {options.body_timeout_s:g} s "
-                                f"({len(body)} bytes came); send it faster") from None
-        if message["type"] == "http.disconnect":
-            raise _Refused(0, f"disconnected after sending {len(body)} bytes of the body")
-        body += message.get("body", b"")
-        if len(body) > limit:
-            raise _Refused(413, f"the body must be at most {limit} bytes, got more")
-        if not message.get("more_body", False):
-            return bytes(body)
+    try:
+        async with asyncio.timeout(options.body_timeout_s):  # one timer per body, no task per chunk (wait_for's)
+            while True:
+                message = await request.receive()
+                if message["type"] == "http.disconnect":
+                    raise _Refused(0, f"disconnected after sending {len(body)} bytes of the body")
+                body += message.get("body", b"")
+                if len(body) > limit:
+                    raise _Refused(413, f"the body must be at most {limit} bytes, got more")
+                if not message.get("more_body", False):
+                    return bytes(body)
+    except TimeoutError:
+        raise _Refused(408, f"the body did not arrive within {options.body_timeout_s:g} s "
+                            f"({len(body)} bytes came); send it faster") from None
 
 
 async def _argument(request: Request, route: HTTPRoute, options: HTTPOptions) -> Any:

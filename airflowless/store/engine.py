@@ -3,11 +3,20 @@
 SQLite is set up for several processes writing at once: WAL journal, a busy
 timeout, and transactions that take the write lock when they begin
 (``BEGIN IMMEDIATE``), so two writers queue instead of failing on a lock upgrade.
+A commit is kept once it returns even if the process is killed; with WAL it is
+not synced to disk each time (``synchronous = NORMAL``), so a power cut may undo
+the last commits but never corrupts the file.
+
+Each process keeps its own few SQLite connections open between transactions
+(opening one costs as much as a short transaction). A connection belongs to the
+process that opened it: a process forked from it never uses it, nor closes it
+(closing would drop file locks SQLite keeps per process), and opens its own.
 JSON columns are written as standard JSON only (:func:`airflowless.jsonsafe.dumps`).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -15,7 +24,8 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool, StaticPool
+from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.pool import QueuePool, StaticPool
 
 from ..errors import StoreError
 from ..jsonsafe import dumps
@@ -23,6 +33,21 @@ from ..jsonsafe import dumps
 __all__ = ["make_engine"]
 
 _SQLITE_BUSY_MS = 30_000
+_INHERITED: list[sqlite3.Connection] = []  # connections a forked process got from its parent: kept, unused
+
+
+class _OwnedConnection(sqlite3.Connection):
+    """An SQLite connection that only the process which opened it closes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner = os.getpid()
+
+    def close(self) -> None:
+        if self.owner == os.getpid():
+            super().close()
+        else:  # the parent still uses it; closing here would release the parent's locks on the file
+            _INHERITED.append(self)
 
 
 def _prepare_sqlite(engine: Engine) -> None:
@@ -32,8 +57,14 @@ def _prepare_sqlite(engine: Engine) -> None:
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_MS}")
         _use_wal(cursor)
+        cursor.execute("PRAGMA synchronous = NORMAL")  # with WAL: durable across a killed process
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        if getattr(dbapi_conn, "owner", os.getpid()) != os.getpid():  # pooled before a fork: open a new one
+            raise DisconnectionError("an SQLite connection of the parent process is not used after fork")
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
@@ -70,7 +101,9 @@ def make_engine(url: str) -> Engine:
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(parsed, poolclass=NullPool, json_serializer=dumps)
+            # one connection kept per process; more open while threads write at once, closed after
+            engine = create_engine(parsed, poolclass=QueuePool, pool_size=1, max_overflow=-1,
+                                   connect_args={"factory": _OwnedConnection}, json_serializer=dumps)
         else:  # in memory: one connection holds the database, so keep that one
             engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False},
                                    json_serializer=dumps)

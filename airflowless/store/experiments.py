@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Engine, and_, desc, select
+from sqlalchemy import Connection, Engine, and_, bindparam, desc, select
 
 from ..jsonsafe import to_plain as _plain
 from . import schema
@@ -17,6 +17,9 @@ __all__ = ["ExperimentRecords"]
 
 _TRIAL_FIELDS = {"status", "config", "restarts", "iterations", "last_metrics", "checkpoint_uri",
                  "finished_at", "error"}
+# built once: a flush runs them as one executemany each (its SET from the rows' keys)
+_UPDATE_TRIAL = schema.trials.update().where(schema.trials.c.id == bindparam("record"))
+_INSERT_TRIALS = schema.trials.insert().returning(schema.trials.c.id, sort_by_parameter_order=True)
 
 
 def _now() -> datetime:
@@ -38,6 +41,12 @@ class ExperimentRecords:
         with self.engine.begin() as conn:
             conn.execute(schema.experiments.update().where(schema.experiments.c.id == experiment_id)
                          .values(status=status, error=error, finished_at=_now()))
+
+    def set_experiment_summary(self, experiment_id: int, summary: dict[str, Any]) -> None:
+        """What the experiment's run measured (e.g. ``{"prepared_data": {...}}``), kept with its record."""
+        with self.engine.begin() as conn:
+            conn.execute(schema.experiments.update().where(schema.experiments.c.id == experiment_id)
+                         .values(summary=_plain(summary)))
 
     def set_experiment_status(self, experiment_id: int, status: str) -> None:
         with self.engine.begin() as conn:
@@ -74,21 +83,10 @@ class ExperimentRecords:
 
     def add_trials(self, experiment_id: int, trials: list[tuple[str, dict[str, Any], str]]) -> list[int]:
         """:meth:`add_trial` for several ``(name, config, status)`` in one transaction (Tune starts trials so)."""
-        ids: list[int] = []
         if not trials:
-            return ids
+            return []
         with self.engine.begin() as conn:
-            names = [name for name, _, _ in trials]
-            existing = dict(conn.execute(select(schema.trials.c.name, schema.trials.c.id).where(and_(
-                schema.trials.c.experiment_id == experiment_id, schema.trials.c.name.in_(names)))).all())
-            for name, config, status in trials:
-                if name not in existing:
-                    result = conn.execute(schema.trials.insert().values(
-                        experiment_id=experiment_id, name=name, status=status, config=_plain(config), restarts=0,
-                        iterations=0, created_at=_now()))
-                    existing[name] = result.inserted_primary_key[0]  # type: ignore[index]
-                ids.append(int(existing[name]))
-        return ids
+            return _insert_trials(conn, experiment_id, trials)
 
     def update_trial(self, trial_id: int, **fields: Any) -> None:
         unknown = set(fields) - _TRIAL_FIELDS
@@ -142,19 +140,59 @@ class ExperimentRecords:
             return [dict(r) for r in conn.execute(query).mappings().all()]
 
     def record_batch(self, metrics_rows: list[tuple[int, int, dict[str, Any]]],
-                     trial_updates: dict[int, dict[str, Any]]) -> None:
-        """Many reports and trial updates in one transaction (Tune's recorder flushes this way)."""
-        if not metrics_rows and not trial_updates:
-            return
+                     trial_updates: dict[int, dict[str, Any]], *,
+                     checkpoints: list[tuple[int, int, str, dict[str, Any]]] | None = None,
+                     experiment_id: int | None = None,
+                     new_trials: list[tuple[str, dict[str, Any], str]] | None = None) -> list[int]:
+        """Many reports, trial updates and checkpoints ``(trial_id, step, uri, metrics)`` in one transaction.
+
+        Tune's recorder flushes this way; the same transaction first creates ``new_trials``
+        of ``experiment_id`` as :meth:`add_trials` does, and returns their ids.
+        """
+        for fields in trial_updates.values():
+            unknown = set(fields) - _TRIAL_FIELDS
+            if unknown:
+                raise TypeError(f"record_batch got unknown trial fields {sorted(unknown)}")
+        if not (metrics_rows or trial_updates or checkpoints or new_trials):
+            return []
         now = _now()
         with self.engine.begin() as conn:
+            ids = _insert_trials(conn, experiment_id, new_trials) if new_trials and experiment_id is not None else []
             if metrics_rows:
                 conn.execute(schema.metrics.insert(), [
                     {"trial_id": t, "step": step, "values": _plain(values), "created_at": now}
                     for t, step, values in metrics_rows])
-            for trial_id, fields in trial_updates.items():
-                unknown = set(fields) - _TRIAL_FIELDS
-                if unknown:
-                    raise TypeError(f"record_batch got unknown trial fields {sorted(unknown)}")
-                clean = {k: (_plain(v) if k in ("last_metrics", "config") else v) for k, v in fields.items()}
-                conn.execute(schema.trials.update().where(schema.trials.c.id == trial_id).values(**clean))
+            _update_trials(conn, trial_updates)
+            if checkpoints:  # after the reports they belong to: restore trusts the pair
+                conn.execute(schema.checkpoints.insert(), [
+                    {"trial_id": t, "step": step, "uri": uri, "metrics": _plain(values), "deleted": 0, "created_at": now}
+                    for t, step, uri, values in checkpoints])
+        return ids
+
+
+def _insert_trials(conn: Connection, experiment_id: int, trials: list[tuple[str, dict[str, Any], str]]) -> list[int]:
+    """The ids of ``(name, config, status)`` trials of the experiment, created unless a trial of that name is."""
+    names = [name for name, _, _ in trials]
+    existing = dict(conn.execute(select(schema.trials.c.name, schema.trials.c.id).where(and_(
+        schema.trials.c.experiment_id == experiment_id, schema.trials.c.name.in_(names)))).all())
+    now = _now()
+    new: dict[str, dict[str, Any]] = {}
+    for name, config, status in trials:
+        if name not in existing and name not in new:
+            new[name] = {"experiment_id": experiment_id, "name": name, "status": status, "config": _plain(config),
+                         "restarts": 0, "iterations": 0, "created_at": now}
+    if new:
+        created = conn.execute(_INSERT_TRIALS, list(new.values())).scalars().all()
+        existing.update(zip(new, created, strict=True))
+    return [int(existing[name]) for name in names]
+
+
+def _update_trials(conn: Connection, updates: dict[int, dict[str, Any]]) -> None:
+    """Update trials by id, one executemany per set of fields."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for trial_id, fields in updates.items():
+        if fields:
+            clean = {k: (_plain(v) if k in ("last_metrics", "config") else v) for k, v in fields.items()}
+            groups.setdefault(tuple(sorted(clean)), []).append({"record": trial_id, **clean})
+    for rows in groups.values():
+        conn.execute(_UPDATE_TRIAL, rows)

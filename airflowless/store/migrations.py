@@ -56,6 +56,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "run drivers (host, pid, start time), heartbeats, resumed_by",
               _add_columns("pipeline_runs", "driver_host", "driver_pid", "driver_started", "heartbeat_at",
                            "resumed_by")),
+    Migration(5, "experiments' summary (the prepared-data cache's use)", _add_columns("experiments", "summary")),
 )
 
 

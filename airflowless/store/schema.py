@@ -6,7 +6,8 @@ and stage runs came first (migration 1); experiments, trials, metrics and
 checkpoints joined them (2), then serve's deployments (3), keyed the same way
 (integer ids, a link column where rows belong to another row). Runs then
 learned who drives them (4): the driver's host, pid and start time, a
-heartbeat, and which run resumes them.
+heartbeat, and which run resumes them; experiments, a summary of what their
+run measured (5).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ experiments = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
     Column("error", Text),
+    Column("summary", JSON),  # what the run measured, written when it ends (the prepared-data cache's use)
 )
 
 trials = Table(

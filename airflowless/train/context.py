@@ -71,6 +71,7 @@ class Session:
     iteration: int = 0
     start_iteration: int = 0
     seconds: dict[str, float] = field(default_factory=dict)  # where the rank's time went: data, checkpoint, ...
+    rendezvous: Any = None  # the group's Rendezvous: small values exchanged between its ranks
 
     def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None, *,
                gather: Sequence[int] = ()) -> None:

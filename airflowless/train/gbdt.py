@@ -13,6 +13,7 @@ import os
 import pickle
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +22,8 @@ from .checkpoint import Checkpoint
 from .context import _session, get_context
 from .trainer import BaseTrainer
 
-__all__ = ["GBDTTrainer", "features_and_label", "PREPROCESSOR_FILE", "load_preprocessor", "report_model"]
+__all__ = ["GBDTTrainer", "features_and_label", "frame_bytes", "shared_matrices", "PREPROCESSOR_FILE",
+           "load_preprocessor", "report_model"]
 
 PREPROCESSOR_FILE = "preprocessor.pkl"
 
@@ -37,14 +39,22 @@ def features_and_label(shard: Any, label_column: str) -> tuple[Any, Any]:
     return frame.select_dtypes(exclude=["datetime", "datetimetz", "object"]), label
 
 
+def frame_bytes(frame: Any) -> int:
+    """The memory of a pandas DataFrame's columns (what a rank's matrices are counted as)."""
+    return int(frame.memory_usage(index=False).sum())
+
+
 def shared_matrices(config: dict[str, Any], kind: str, binning: dict[str, Any],
-                    build: Callable[[], tuple[Any, int]], agree: Callable[[bool], bool]) -> Any:
+                    build: Callable[[], tuple[Any, int]], agree: Callable[[bool], bool],
+                    ready: Callable[[Any], bool] = lambda found: True) -> Any:
     """What ``build()`` makes of this rank's shards (``(matrices, nbytes)``), kept on the worker for the
     next fit on the same prepared data, rank layout and ``binning`` parameters (:mod:`.prepared`).
 
     ``agree(have)`` is true when every rank has its matrices (a collective call all
     ranks make): a rank whose worker lost them makes every rank build again, as
-    the frameworks compute their bins together.
+    the frameworks compute their bins together. ``ready(found)``: whether kept
+    matrices are complete (LightGBM bins a Dataset inside the first fit's
+    ``train``, which may have failed before it did).
     """
     from .prepared import worker_matrices
 
@@ -54,7 +64,7 @@ def shared_matrices(config: dict[str, Any], kind: str, binning: dict[str, Any],
     key = (kind, prepared["layout"] if prepared else None, context.world_rank, context.world_size,
            config["label_column"], tuple(config["datasets"]), tuple(sorted(binning.items())))
     found = matrices.get(key) if matrices is not None else None
-    if prepared and not agree(found is not None):
+    if prepared and not agree(found is not None and ready(found)):
         found = None
     if found is None:
         began = time.perf_counter()
@@ -96,6 +106,20 @@ def report_model(metrics: dict[str, Any], save_model: Callable[[str], None], pre
         _session().report(metrics, Checkpoint.from_directory(folder), gather=gather)
 
 
+_COLUMNS: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _columns(plan: Any) -> list[str]:
+    """The column names of a prepared plan: read from the cluster once per plan, as the trials of an
+    experiment train on the same prepared plans (their blocks never change)."""
+    from ..data import Dataset
+
+    found = _COLUMNS.get(plan)
+    if found is None:
+        found = _COLUMNS[plan] = list(Dataset(plan).schema().names)
+    return found
+
+
 class GBDTTrainer(BaseTrainer):
     """The shared constructor and validation of the boosting trainers."""
 
@@ -125,15 +149,13 @@ class GBDTTrainer(BaseTrainer):
                               f"got {self.checkpoint_frequency!r}")
 
     def _check_datasets(self, datasets: dict[str, Any]) -> None:
-        from ..data import Dataset
-
         for name, plan in datasets.items():
             if sum(plan.rows) == 0:
                 raise TrainingDataError(
                     f"{type(self).__name__} got dataset {name!r} with no rows (after the preprocessor); "
                     f"expected at least one row for each of its {self.scaling_config.num_workers} rank(s): "
                     "give it more data")
-            columns = Dataset(plan).schema().names
+            columns = _columns(plan)
             if self.label_column not in columns:
                 raise TrainingDataError(f"label_column {self.label_column!r} is not in dataset {name!r}; "
                                         f"its columns are {columns}")

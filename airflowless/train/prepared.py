@@ -39,8 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PreparedCache", "WorkerMatrices", "prepared_cache", "stats", "release_scope", "plan_token",
-           "layout_token", "worker_matrices", "WORKER_STATE_KEY"]
+__all__ = ["PreparedCache", "WorkerMatrices", "prepared_cache", "stats", "usage_since", "release_scope",
+           "plan_token", "layout_token", "worker_matrices", "WORKER_STATE_KEY"]
 
 WORKER_STATE_KEY = "airflowless.train.prepared"
 WORKER_BUDGET_FRACTION = 0.1  # of a worker's memory limit, for the matrices it keeps
@@ -233,15 +233,11 @@ def _unfitted(preprocessor: Any) -> Any:
 
 
 def _plan_bytes(client: Any, plans: dict[str, Any]) -> int:
-    blocks = [b for plan in plans.values() for b in plan.blocks]
-    if not blocks:
+    """The blocks' memory as the scheduler counts it (one call, no task per block)."""
+    keys = [b.key for plan in plans.values() for b in plan.blocks]
+    if not keys:
         return 0
-    sizes = client.gather(client.map(_nbytes, blocks, pure=False))
-    return int(sum(sizes))
-
-
-def _nbytes(table: Any) -> int:
-    return int(table.nbytes)
+    return int(sum(client.nbytes(keys, summary=False).values()))
 
 
 def _drop_worker_matrices(client: Any, entry_keys: list[str]) -> None:
@@ -272,6 +268,24 @@ def stats() -> dict[str, Any]:
 
         found["workers"] = get_client().run(_worker_stats)
     return found
+
+
+def usage_since(before: dict[str, Any]) -> dict[str, Any]:
+    """What the caches did since ``before`` (a :func:`stats`): the driver's hits, misses, evictions and
+    rebuilds, the bytes it holds now, and the same of the workers' matrices (summed; a worker that
+    started since counts from zero). Fits of other experiments in this process meanwhile count too."""
+    now = stats()
+
+    def change(after: dict[str, Any], earlier: dict[str, Any], names: tuple[str, ...]) -> dict[str, int]:
+        return {name: int(after.get(name, 0)) - int(earlier.get(name, 0)) for name in names}
+
+    workers = {"hits": 0, "misses": 0, "evictions": 0, "bytes": 0}
+    for address, found in now.get("workers", {}).items():
+        moved = change(found, before.get("workers", {}).get(address, {}), ("hits", "misses", "evictions"))
+        for name, value in {**moved, "bytes": int(found.get("bytes", 0))}.items():
+            workers[name] += value
+    return {**change(now, before, ("hits", "misses", "evictions", "rebuilds")), "bytes": int(now["bytes"]),
+            "workers": workers}
 
 
 def _worker_stats(dask_worker: Any = None) -> dict[str, Any]:

@@ -82,7 +82,6 @@ class TorchTrainer(DataParallelTrainer):
             raise ConfigError(f"torch_config must be a TorchConfig, got {type(torch_config).__name__}")
         self.torch_config = torch_config
         super().__init__(train_loop_per_worker, train_loop_config=train_loop_config,
-                         backend=TorchBackend(backend=torch_config.backend, timeout_s=float(torch_config.timeout_s)),
                          scaling_config=scaling_config, run_config=run_config, datasets=datasets,
                          resume_from_checkpoint=resume_from_checkpoint, preprocessor=preprocessor, metadata=metadata)
 
@@ -91,10 +90,23 @@ class TorchTrainer(DataParallelTrainer):
         if self.torch_config.backend == "nccl" and not self.scaling_config.use_gpu:
             raise ConfigError("TorchConfig(backend='nccl') needs GPU ranks; set ScalingConfig(use_gpu=True) "
                               "or use backend='gloo' (the default on CPU)")
+        # built here, not in __init__: a Tune trial's overrides of these configs come through _validate too
+        self._backend = TorchBackend(backend=self.torch_config.backend, timeout_s=float(self.torch_config.timeout_s),
+                                     threads=_rank_threads(self.scaling_config))
 
     def _config_for_record(self) -> dict[str, Any]:
         backend = self.torch_config.backend or ("nccl" if self.scaling_config.use_gpu else "gloo")
         return {**super()._config_for_record(), "torch_backend": backend}
+
+
+def _rank_threads(scaling_config: ScalingConfig) -> int:
+    """Torch threads per rank: the whole CPUs the rank holds (at least one), as Ray sets ``OMP_NUM_THREADS``.
+
+    >>> _rank_threads(ScalingConfig(num_workers=2, resources_per_worker={"CPU": 2.5}))
+    2
+    """
+    cpus = scaling_config.rank_resources.get("CPU", 1.0)
+    return max(1, int(cpus))
 
 
 def get_device() -> torch.device:

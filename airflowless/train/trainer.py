@@ -151,6 +151,7 @@ class BaseTrainer:
                               resources=self.scaling_config.rank_resources, backend=self._backend)
             with seconds.phase("placement"):
                 WorkerGroup(**group_args).check_capacity()  # type: ignore[arg-type]
+                self._backend.preload(client)  # the framework loads on the workers while data is prepared
             with seconds.phase("records"):
                 recorder.start(name, self._config_for_record(), storage_dir)
             self._tell_callbacks("on_start", name, self._config_for_record(), storage_dir)

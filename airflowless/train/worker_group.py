@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import threading
 import time
 import traceback
 import uuid
@@ -65,45 +66,49 @@ class RankSpec:
 
 
 DECISION_TIMEOUT = 300.0  # seconds rank 0 waits for the driver's answer to a report before going on
-STOP_POLL_S = 0.2  # a rank asks whether it should stop at most this often (after a report)
+STOP_WAIT_S = 1.0  # a rank's stop watcher waits on the stop event this long at a time (it ends this soon after the rank)
 
 
-def _every(seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
-    """``check`` asked at most every ``seconds`` (false in between); once true, true for good.
+def _watch_stop(stop: Any, done: threading.Event) -> Callable[[], bool]:
+    """Whether the group's ``stop`` event is set, as a thread that waits on it saw it (until ``done``).
 
-    The stop event lives on the scheduler: asking it after every report costs a
-    round trip per boosting round, which a rank in lock-step with others pays
-    on every round.
+    The stop event lives on the scheduler: asking it from the rank's own thread
+    costs a round trip, which ranks in lock-step pay on every round they ask in.
+    A watcher thread waits on it instead (the scheduler answers as soon as it
+    is set), and the rank reads a local flag; once true, true for good.
     """
-    last = [-float("inf")]
-    seen = [False]
+    seen = threading.Event()
 
-    def throttled() -> bool:
-        now = time.monotonic()
-        if not seen[0] and now - last[0] >= seconds:
-            last[0] = now
-            seen[0] = bool(check())
-        return seen[0]
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                if stop.wait(timeout=STOP_WAIT_S):
+                    seen.set()
+                    return
+            except Exception:  # the cluster is going away: the rank ends on its own
+                return
 
-    return throttled
+    threading.Thread(target=watch, name="airflowless-rank-stop", daemon=True).start()
+    return seen.is_set
 
 
-def _stop_check(spec: RankSpec, stop: Any) -> Callable[[], bool]:
+def _stop_check(spec: RankSpec, stop: Any, done: threading.Event) -> Callable[[], bool]:
     """What a rank asks after each report: the group's stop event, and for rank 0 the driver's answer."""
+    stopped = _watch_stop(stop, done)
     if spec.decisions is None or spec.rank != 0:
-        return _every(STOP_POLL_S, stop.is_set)
+        return stopped
     from distributed import Queue
 
     decisions = Queue(spec.decisions)
 
     def should_stop() -> bool:
         waited = time.monotonic()
-        while time.monotonic() - waited < DECISION_TIMEOUT and not stop.is_set():
+        while time.monotonic() - waited < DECISION_TIMEOUT and not stopped():
             try:  # in short waits: a driver that left sets the stop event (WorkerGroup.shutdown)
                 return bool(decisions.get(timeout=0.5) == "STOP")
             except TimeoutError:
                 continue
-        return bool(stop.is_set())
+        return stopped()
 
     return should_stop
 
@@ -116,24 +121,34 @@ def _emit(topic: str, message: dict[str, Any]) -> None:
 
 def run_rank(spec: RankSpec) -> Any:
     """The body of a rank's task, on its worker."""
-    from distributed import Event, get_worker, secede
+    from distributed import Event, get_client, get_worker, secede
 
     secede()  # free the thread slot (data tasks need it); the declared resources stay held
     topic = f"airflowless-train-{spec.group}"
     worker = get_worker()
     _emit(topic, {"event": "started", "rank": spec.rank, "worker": worker.address})
-    stop = Event(f"{spec.group}-stop")
+    stop = Event(f"{spec.group}-stop", client=get_client())  # also asked from the rank's stop watcher thread
     context = TrainContext(world_rank=spec.rank, world_size=spec.world_size, local_rank=0, local_world_size=1,
                            node_rank=spec.rank, experiment_name=spec.experiment_name,
                            trial_name=spec.trial_name, trial_id=spec.trial_name, trial_dir=spec.storage_dir,
                            use_gpu=spec.use_gpu)
     shards = {name: DataShard(name, blocks, rows) for name, (blocks, rows) in spec.shards.items()}
+    done = threading.Event()  # ends the rank's stop watcher
     session = Session(context, lambda m: _emit(topic, {"event": "report", **m}), spec.storage_dir,
-                      spec.checkpoint, shards, _stop_check(spec, stop), start_iteration=spec.start_iteration)
+                      spec.checkpoint, shards, _stop_check(spec, stop, done), start_iteration=spec.start_iteration,
+                      rendezvous=Rendezvous(spec.group, spec.backend.timeout_s))
+    try:
+        return _run_in_session(spec, session, stop, topic)
+    finally:
+        done.set()
+
+
+def _run_in_session(spec: RankSpec, session: Session, stop: Any, topic: str) -> Any:
+    """Run the rank's loop in its backend's context; tell the driver how it ended."""
     seconds = session.seconds
     began = time.perf_counter()
     try:
-        with spec.backend.rank_context(spec, Rendezvous(spec.group, spec.backend.timeout_s)) as info:
+        with spec.backend.rank_context(spec, session.rendezvous) as info:
             seconds["rendezvous"] = time.perf_counter() - began
             session.backend_info = info  # type: ignore[attr-defined]
             looped = time.perf_counter()
@@ -246,9 +261,12 @@ class WorkerGroup:
             self.workers = self._place(prefer or [])
             for rank, worker in enumerate(self.workers):
                 spec = make_spec(rank, worker)
-                self.futures.append(self.client.submit(
+                future = self.client.submit(
                     run_rank, spec, key=rank_key(self.name, rank, self.group), workers=[worker],
-                    allow_other_workers=False, resources=self.resources, pure=False, retries=0))
+                    allow_other_workers=False, resources=self.resources, pure=False, retries=0)
+                # watch() wakes as soon as a rank's task ends, not at its next look
+                future.add_done_callback(lambda _, rank=rank: events.put({"event": "task-done", "rank": rank}))
+                self.futures.append(future)
             self._wait_started()
 
     def _wait_started(self) -> None:
@@ -284,10 +302,13 @@ class WorkerGroup:
         from .gather import ReportGatherer
 
         reports = ReportGatherer(on_report)
+        finished: set[int] = set()
 
         def add(message: dict[str, Any]) -> None:
-            if message.get("event") == "finished" and "seconds" in message:
-                self.rank_seconds[message["rank"]] = message["seconds"]
+            if message.get("event") == "finished":
+                finished.add(message["rank"])
+                if "seconds" in message:
+                    self.rank_seconds[message["rank"]] = message["seconds"]
             reports.add(message)
 
         for message in self._early:
@@ -303,12 +324,16 @@ class WorkerGroup:
                 self._check_alive()
                 checked = time.monotonic()
         self._collect(results)
-        # reports still on their way: the scheduler keeps the topic's history
-        time.sleep(0.05)
-        for _, message in self.client.get_events(self._topic):
-            add(message)
         while not self.events.empty():
             add(self.events.get_nowait())
+        if len(finished) < len(self.futures):
+            # a rank's events come in order, its reports before "finished": without that, reports may
+            # still be on their way, and the scheduler keeps the topic's history
+            time.sleep(0.05)
+            for _, message in self.client.get_events(self._topic):
+                add(message)
+            while not self.events.empty():
+                add(self.events.get_nowait())
         for rank, future in enumerate(self.futures):
             if future is not None and future.status == "error":
                 raise RankFailedError(_rank_error(rank, future))

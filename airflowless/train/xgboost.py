@@ -22,7 +22,7 @@ from typing import Any
 from .backends.xgboost import XGBoostBackend
 from .checkpoint import Checkpoint
 from .context import get_checkpoint, get_context, get_dataset_shard, report
-from .gbdt import GBDTTrainer, features_and_label, report_model, shared_matrices
+from .gbdt import GBDTTrainer, features_and_label, frame_bytes, report_model, shared_matrices
 
 __all__ = ["XGBoostTrainer", "MODEL_FILE"]
 
@@ -37,14 +37,14 @@ def _xgboost_loop(config: dict[str, Any]) -> None:
 
     def build() -> tuple[list[Any], int]:
         x, y = features_and_label(get_dataset_shard("train"), config["label_column"])
-        nbytes = int(x.memory_usage(index=False).sum())
+        nbytes = frame_bytes(x)
         dtrain: xgb.DMatrix = (xgb.QuantileDMatrix(x, label=y, max_bin=params.get("max_bin"))
                                if params["tree_method"] == "hist" else xgb.DMatrix(x, label=y))
         built: list[tuple[xgb.DMatrix, str]] = [(dtrain, "train")]
         for name in config["datasets"]:
             if name != "train":
                 xe, ye = features_and_label(get_dataset_shard(name), config["label_column"])
-                nbytes += int(xe.memory_usage(index=False).sum())
+                nbytes += frame_bytes(xe)
                 built.append((xgb.DMatrix(xe, label=ye), name))
         return built, nbytes
 

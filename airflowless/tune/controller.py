@@ -106,8 +106,9 @@ class TuneController:
 
     def _restart_pending(self) -> list[Start | Resume | Stop]:
         actions: list[Start | Resume | Stop] = []
+        room = self.max_concurrent - len(self.running)
         for trial in self.trials.values():
-            if len(self.running) >= self.max_concurrent:
+            if len(actions) >= room:
                 break
             if trial.status == TrialStatus.PENDING:
                 trial.status = TrialStatus.RUNNING

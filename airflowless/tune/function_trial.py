@@ -47,14 +47,20 @@ class ParkedTrialLost(RuntimeError):
 class _Run:
     """One run of a function trial on this worker: its thread and the hand-over to the task driving it."""
 
-    def __init__(self, key: str, decisions: str | None) -> None:
+    def __init__(self, key: str, decisions: str | None, topic: str, trial_id: str, worker: Any) -> None:
         self.key = key
         self.decisions_name = decisions
+        self.topic, self.trial_id, self.worker = topic, trial_id, worker
         self.outcomes: queue.Queue[tuple[str, BaseException | None]] = queue.Queue()  # for the driving task
         self.commands: queue.Queue[str] = queue.Queue()  # RESUME | STOP, for a parked run
         self.sent = 0
         self.stop_requested = False  # set by stop_function_trial: the run stops at its next report
         self._decisions: Any = None
+
+    def report(self, message: dict[str, Any]) -> None:
+        """Send a report to the Tuner (on its topic)."""
+        self.sent += 1
+        self.worker.log_event(self.topic, {"trial": self.trial_id, **message})
 
     def should_stop(self) -> bool:
         """Called after each report: wait for the driver's answer (and park on PAUSE)."""
@@ -84,13 +90,18 @@ class _Run:
         return command != "RESUME"
 
     def drive(self) -> dict[str, Any]:
-        """Wait, in the task's thread, until the run ends or parks; what the Tuner needs to know."""
-        from distributed import get_worker
+        """Wait, in the task's thread, until the run ends or parks; what the Tuner needs to know.
 
+        It is also sent on the Tuner's topic, after the run's reports, naming this task: the
+        Tuner reads it there instead of fetching the task's result from this worker.
+        """
         kind, error = self.outcomes.get()
         if error is not None:
             raise error
-        return {"sent": self.sent, "parked": kind == "paused", "worker": get_worker().address}
+        said = {"sent": self.sent, "parked": kind == "paused", "worker": self.worker.address}
+        self.worker.log_event(self.topic, {"trial": self.trial_id, "event": "outcome",
+                                           "task": self.worker.get_current_task(), **said})
+        return said
 
 
 def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: str, storage_dir: str,
@@ -99,14 +110,8 @@ def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: st
     """The task starting a function trial: returns ``{"sent", "parked", "worker"}`` when it ends or pauses."""
     from distributed import get_worker
 
-    worker = get_worker()
-    run = _Run(run_key, decisions)
-
-    def emit(message: dict[str, Any]) -> None:
-        run.sent += 1
-        worker.log_event(topic, {"trial": trial_id, **message})
-
-    session = Session(TrainContext(trial_name=trial_id, trial_id=trial_id, trial_dir=storage_dir), emit,
+    run = _Run(run_key, decisions, topic, trial_id, get_worker())
+    session = Session(TrainContext(trial_name=trial_id, trial_id=trial_id, trial_dir=storage_dir), run.report,
                       storage_dir, Checkpoint(checkpoint) if checkpoint else None, {}, run.should_stop,
                       start_iteration=start_iteration)
 

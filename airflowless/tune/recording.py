@@ -1,7 +1,14 @@
-"""Recording an experiment in the store as it runs: trials, every report, checkpoints (batched)."""
+"""Recording an experiment in the store as it runs: trials, every report, checkpoints (batched).
+
+What the Tuner hears is buffered and written in one transaction: when trials
+start (their records are created in the same transaction), before the
+experiment's state is saved, at the end, and otherwise at most
+``FLUSH_INTERVAL_S`` after it was heard.
+"""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -9,12 +16,14 @@ from .trial import Trial, TrialStatus
 
 __all__ = ["ExperimentRecorder"]
 
+FLUSH_INTERVAL_S = 0.2  # the longest a report waits in memory (a killed driver loses at most that)
+
 _STATUS = {TrialStatus.PENDING: "pending", TrialStatus.RUNNING: "running", TrialStatus.PAUSED: "paused",
            TrialStatus.TERMINATED: "terminated", TrialStatus.ERRORED: "errored"}
 
 
 class ExperimentRecorder:
-    """Writes through a small buffer flushed in one transaction per loop turn."""
+    """Writes through a small buffer flushed in one transaction (see the module's docstring)."""
 
     def __init__(self, name: str, path: str, tune_config: Any, param_space: dict[str, Any]) -> None:
         from ..store import open_store
@@ -26,6 +35,7 @@ class ExperimentRecorder:
         self._metrics: list[tuple[int, int, dict[str, Any]]] = []
         self._updates: dict[int, dict[str, Any]] = {}
         self._checkpoints: list[tuple[int, int, str, dict[str, Any]]] = []
+        self._flushed_at = time.monotonic()
 
     def create(self) -> None:
         self.experiment_id = self.store.create_experiment(
@@ -63,19 +73,16 @@ class ExperimentRecorder:
             self._updates.setdefault(trial.record_id, {}).update(fields)
 
     def trials_starting(self, trials: list[Trial]) -> None:
-        """Create the records of trials about to start in one transaction (else one each in :meth:`trial_started`)."""
-        new = [t for t in trials if t.record_id is None]
-        if not new or self.experiment_id is None:
-            return
-        ids = self.store.add_trials(self.experiment_id, [(t.trial_id, t.config, "running") for t in new])
-        for trial, record_id in zip(new, ids, strict=True):
-            trial.record_id = record_id
+        """Flush, creating the records of trials about to start in the same transaction (else one
+        each in :meth:`trial_started`)."""
+        self.flush(starting=trials)
 
     def trial_started(self, trial: Trial) -> None:
         if trial.record_id is None and self.experiment_id is not None:
             trial.record_id = self.store.add_trial(self.experiment_id, trial.trial_id, config=trial.config,
                                                    status="running")
-        self._update(trial, status="running", restarts=trial.restarts)
+        # the config it runs with: a record made before a driver died may hold another (and PBT changes it)
+        self._update(trial, status="running", restarts=trial.restarts, config=trial.config)
 
     def result(self, trial: Trial, result: dict[str, Any]) -> None:
         if trial.record_id is None:
@@ -100,20 +107,39 @@ class ExperimentRecorder:
         status = "stopped" if stopped and trial.status == TrialStatus.TERMINATED else _STATUS[trial.status]
         self._update(trial, status=status, error=trial.error, finished_at=datetime.now(timezone.utc))
 
-    def flush(self) -> None:
-        if not self._metrics and not self._updates and not self._checkpoints:
+    def flush_if_due(self) -> None:
+        """Flush if something waited ``FLUSH_INTERVAL_S`` (called every loop turn)."""
+        if time.monotonic() - self._flushed_at >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def flush(self, starting: list[Trial] | None = None) -> None:
+        """Write what is buffered in one transaction, after creating the records of ``starting`` trials."""
+        self._flushed_at = time.monotonic()
+        new = [t for t in starting or [] if t.record_id is None] if self.experiment_id is not None else []
+        if not new and not self._metrics and not self._updates and not self._checkpoints:
             return
         metrics, updates, checkpoints = self._metrics, self._updates, self._checkpoints
         self._metrics, self._updates, self._checkpoints = [], {}, []
+        new_trials = [(t.trial_id, t.config, "running") for t in new]
         try:
-            self.store.record_batch(metrics, updates)
+            ids = self.store.record_batch(metrics, updates, checkpoints=checkpoints,
+                                          experiment_id=self.experiment_id, new_trials=new_trials)
         except Exception:  # a reported result already sent twice is kept once
+            ids = self.store.add_trials(self.experiment_id, new_trials) if self.experiment_id is not None else []
             for trial_id, step, values in metrics:  # fall back row by row (duplicates skipped)
                 self.store.add_metrics(trial_id, step, values)
             for trial_id, fields in updates.items():
                 self.store.update_trial(trial_id, **fields)
-        for trial_id, step, uri, values in checkpoints:  # after the reports: restore trusts the pair
-            self.store.add_checkpoint(trial_id, step, uri, values)
+            for trial_id, step, uri, values in checkpoints:  # after the reports: restore trusts the pair
+                self.store.add_checkpoint(trial_id, step, uri, values)
+        for trial, record_id in zip(new, ids, strict=True):
+            trial.record_id = record_id
+
+    def prepared_data(self, usage: dict[str, Any]) -> None:
+        """The prepared-data cache's use during the experiment (``train.prepared.usage_since``), when its
+        trials used it, in the experiment's summary."""
+        if self.experiment_id is not None and (usage["hits"] or usage["misses"]):
+            self.store.set_experiment_summary(self.experiment_id, {"prepared_data": usage})
 
     def finish(self, trials: dict[str, Trial], *, stopped: bool = False) -> None:
         """``stopped``: the experiment was stopped from outside (the control plane), recorded ``stopped``."""

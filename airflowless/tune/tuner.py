@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import queue
 import time
 import uuid
@@ -32,7 +33,8 @@ from ..integrity import read_signed, write_signed
 from ..names import join_under
 from ..train.checkpoint import Checkpoint
 from ..train.config import RunConfig
-from ..train.prepared import prepared_cache
+from ..train.prepared import prepared_cache, usage_since
+from ..train.prepared import stats as prepared_stats
 from ..train.result import Result
 from ..train.trainer import BaseTrainer
 from .callback import CallbackList
@@ -45,6 +47,7 @@ from .function_trial import (
     run_function_trial,
     stop_function_trial,
 )
+from .pickled import PickledOnce
 from .recording import ExperimentRecorder
 from .result_grid import ResultGrid
 from .search.searcher import BasicVariantGenerator, Searcher
@@ -152,27 +155,31 @@ class Tuner:
                         controller.on_complete(trial_id)
             else:
                 recorder.create()
+            trainer_trials = isinstance(self.trainable, BaseTrainer)  # only they prepare data in this process
+            used = prepared_stats() if trainer_trials else None
             try:
                 _Loop(self, controller, recorder, client).run()
             finally:  # what its Trainer trials prepared together goes with the experiment
-                prepared_cache().release_scope(self.path.rstrip("/"), client)
+                if used is not None:
+                    with contextlib.suppress(Exception):  # (the record of it, if the store takes it)
+                        recorder.prepared_data(usage_since(used))
+                    prepared_cache().release_scope(self.path.rstrip("/"), client)
         return self._grid(controller)
 
     def _grid(self, controller: TuneController) -> ResultGrid:
-        results = []
+        results, path = [], self.path
         for trial in controller.trials.values():
             history = [{k: v for k, v in r.items() if k != "checkpoint_uri"} for r in trial.results]
             results.append(Result(metrics=history[-1] if history else {},
                                   checkpoint=Checkpoint(trial.checkpoint) if trial.checkpoint else None,
                                   error=RuntimeError(trial.error) if trial.status == TrialStatus.ERRORED else None,
-                                  path=f"{self.path}/{trial.trial_id}", metrics_history=history,
+                                  path=f"{path}/{trial.trial_id}", metrics_history=history,
                                   config=trial.config))
-        return ResultGrid(results, metric=self.tune_config.metric, mode=self.tune_config.mode, path=self.path)
+        return ResultGrid(results, metric=self.tune_config.metric, mode=self.tune_config.mode, path=path)
 
-    def _save_state(self, controller: TuneController, experiment_id: int | None) -> None:
-        fs, local = fsspec.core.url_to_fs(self.path)
-        fs.makedirs(local, exist_ok=True)
-        state = {"name": self.name, "trainable": self.trainable, "param_space": self.param_space,
+    def _save_state(self, controller: TuneController, experiment_id: int | None, trainable: PickledOnce) -> None:
+        """``trainable``: this Tuner's, pickled once for the whole run."""
+        state = {"name": self.name, "trainable": trainable, "param_space": self.param_space,
                  "tune_config": self.tune_config, "run_config": self.run_config,
                  "controller": controller.get_state(), "experiment_id": experiment_id}
         write_signed(f"{self.path}/{STATE_FILE}", cloudpickle.dumps(state))  # signed: restore checks it
@@ -183,8 +190,14 @@ class _Loop:
 
     def __init__(self, tuner: Tuner, controller: TuneController, recorder: ExperimentRecorder, client: Any) -> None:
         self.tuner, self.controller, self.recorder, self.client = tuner, controller, recorder, client
+        self.path = tuner.path
         self.events: queue.Queue[Any] = queue.Queue()
         self.topic = f"airflowless-tune-{uuid.uuid4().hex[:12]}"
+        self.numbers = itertools.count()  # task and run keys: the topic's random part and a number
+        # sent with every function trial's task and saved with every state: pickled once (after
+        # put_objects, so a with_parameters trainable's objects stay on the cluster)
+        self.trainable = PickledOnce(tuner.trainable)
+        self.outcomes: dict[str, dict[str, Any]] = {}  # task key -> what its run said on the topic
         self.futures: dict[str, Any] = {}
         self.threads: dict[str, TrainerTrial] = {}
         self.expected: dict[str, tuple[dict[str, Any], float]] = {}  # trial -> (what its task said, when)
@@ -193,14 +206,16 @@ class _Loop:
         self.pausing: set[str] = set()  # Trainer trials asked to pause (their runs stop; resumed from checkpoints)
         self.releases: list[Any] = []  # tasks letting paused runs go
         self.received: dict[str, int] = {}
-        # (trial, iteration) already handled; a restored experiment's reports count as seen
-        self.seen: set[tuple[str, int]] = {(t.trial_id, int(r.get("training_iteration", 0)))
-                                           for t in controller.trials.values() for r in t.results}
+        # trial -> iterations already handled; a restored experiment's reports count as seen
+        self.seen: dict[str, set[int]] = {t.trial_id: {int(r.get("training_iteration", 0)) for r in t.results}
+                                          for t in controller.trials.values()}
         needs_stop = self.controller.scheduler.needs_results_promptly or bool(self.controller.stoppers)
         self.stop_events = needs_stop
         self.callbacks = CallbackList(tuner.run_config.callbacks, controller.trials)  # RunConfig(callbacks=...)
 
     def _show(self, force: bool = False) -> None:
+        if self.table.where is None:  # nowhere to show it
+            return
         trials = list(self.controller.trials.values())
         metric = self.tuner.tune_config.metric
         rows = [[t.trial_id, t.status.value, _flat_config(t.config), t.iteration,
@@ -228,10 +243,11 @@ class _Loop:
             while True:
                 self.callbacks.step_begin()
                 actions = self.controller.next_actions()
-                if len(self.controller.trials) != saved_trials:  # new trials are in the state before they run
-                    self.tuner._save_state(self.controller, self.recorder.experiment_id)
-                    last_save, saved_trials = time.monotonic(), len(self.controller.trials)
+                # one transaction: what was heard, and the records of the trials about to start
                 self.recorder.trials_starting([a.trial for a in actions if isinstance(a, Start)])
+                if len(self.controller.trials) != saved_trials:  # new trials are in the state before they run
+                    self._save()
+                    last_save, saved_trials = time.monotonic(), len(self.controller.trials)
                 for action in actions:
                     if isinstance(action, Start):
                         self._start(action)
@@ -241,17 +257,16 @@ class _Loop:
                         self._stop(action.trial.trial_id)
                 self._drain(timeout=0.05)
                 self._finish_ended_tasks()
-                self.recorder.flush()
+                self.recorder.flush_if_due()
                 if time.monotonic() - last_save > 2.0:
-                    self.tuner._save_state(self.controller, self.recorder.experiment_id)
+                    self._save()
                     last_save = time.monotonic()
                 self._show()
                 self.callbacks.step_end()
                 if self.controller.done:
                     break
         except BaseException:
-            self.recorder.flush()
-            self.tuner._save_state(self.controller, self.recorder.experiment_id)
+            self._save()
             for trial_id in [*self.futures, *self.parked]:
                 self._stop(trial_id)
             raise
@@ -265,18 +280,23 @@ class _Loop:
                 self.client.gather(self.releases, errors="skip")
         self.recorder.flush()
         self.recorder.finish(self.controller.trials, stopped=self.controller.stop_requested)
-        self.tuner._save_state(self.controller, self.recorder.experiment_id)
+        self._save()
         self.callbacks.experiment_end()
+
+    def _save(self) -> None:
+        """Save the experiment's state, the store's record first: the state never knows more than the store."""
+        self.recorder.flush()
+        self.tuner._save_state(self.controller, self.recorder.experiment_id, self.trainable)
 
     def _start(self, action: Start) -> None:
         trial = action.trial
-        storage_dir = f"{self.tuner.path}/{trial.trial_id}"
+        storage_dir = f"{self.path}/{trial.trial_id}"
         trial.path = storage_dir
         self.recorder.trial_started(trial)
         self.callbacks.trial_started(trial)
         start_iteration = action.iteration  # a restarted trial numbers its reports on from its checkpoint
         self.received[trial.trial_id] = 0
-        self.seen = {(tid, it) for tid, it in self.seen if tid != trial.trial_id or it <= start_iteration}
+        self.seen[trial.trial_id] = {it for it in self.seen.get(trial.trial_id, ()) if it <= start_iteration}
         if isinstance(self.tuner.trainable, BaseTrainer):
             thread = TrainerTrial(self.tuner.trainable, trial.config, trial.trial_id, storage_dir,
                                   action.checkpoint, start_iteration, self.events, decides=self.stop_events)
@@ -286,22 +306,25 @@ class _Loop:
         stop_name = f"{self.topic}-{trial.trial_id}-decisions" if self.stop_events else None
         if trial.trial_id in self.parked:  # restarted from a checkpoint: its paused run is not needed
             self._release(trial.trial_id)
-        run_key = f"{self.topic}-{trial.trial_id}-{uuid.uuid4().hex[:8]}"
+        run_key = f"{self.topic}-{trial.trial_id}-{next(self.numbers)}"
         self.runs[trial.trial_id] = run_key
         trainable = self.tuner.trainable
         task: Any = run_function_trial
         inputs: tuple[Any, ...] = ()
         if isinstance(trainable, ParameterizedTrainable):  # its objects are inputs: Dask moves them, once a worker
             task, inputs = run_parameterized_trial, (trainable.put_objects(self.client),)
-        future = self.client.submit(task, *inputs, trainable, trial.config, trial.trial_id,
+        future = self.client.submit(task, *inputs, self.trainable, trial.config, trial.trial_id,
                                     self.topic, storage_dir, action.checkpoint, stop_name, start_iteration,
-                                    run_key, key=f"trial-{trial.trial_id}-{uuid.uuid4().hex[:8]}",
+                                    run_key, key=self._task_key(trial.trial_id),
                                     resources=self._resources, pure=False, retries=0)
         self._watch(trial.trial_id, future)
 
     @property
     def _resources(self) -> dict[str, float]:
         return self.tuner._trial_resources()
+
+    def _task_key(self, trial_id: str, kind: str = "") -> str:
+        return f"trial-{trial_id}{kind}-{self.topic.rsplit('-', 1)[-1]}-{next(self.numbers)}"
 
     def _watch(self, trial_id: str, future: Any) -> None:
         future.add_done_callback(lambda f: self.events.put(("ended", trial_id, f)))
@@ -316,7 +339,7 @@ class _Loop:
         # placed on the run's worker while it lives; elsewhere it finds nothing and the trial restarts
         future = self.client.submit(resume_function_trial, self.runs[trial_id], workers=[worker],
                                     allow_other_workers=True, resources=self._resources, pure=False, retries=0,
-                                    key=f"trial-{trial_id}-resume-{uuid.uuid4().hex[:8]}")
+                                    key=self._task_key(trial_id, "-resume"))
         self._watch(trial_id, future)
 
     def _release(self, trial_id: str) -> None:
@@ -363,6 +386,9 @@ class _Loop:
         kind = item[0]
         if kind == "message":
             message = item[1]
+            if message.get("event") == "outcome":  # a task's run ended or paused: what it said
+                self.outcomes[message["task"]] = message
+                return
             if message.get("event") != "report" and "metrics" not in message:
                 return
             trial_id = message["trial"]
@@ -377,7 +403,11 @@ class _Loop:
                     item[3].set()  # a Trainer trial waiting for the decision on this report goes on
         elif kind == "ended":
             trial_id, future = item[1], item[2]
-            said = future.result() if future.status == "finished" else {"sent": -1}
+            said = self.outcomes.pop(future.key, None)
+            if future.status != "finished":
+                said = {"sent": -1}
+            elif said is None:  # not heard on the topic (yet): ask the worker
+                said = future.result()
             self.expected[trial_id] = (said, time.monotonic())
         elif kind == "done":
             trial_id = item[1]
@@ -411,13 +441,13 @@ class _Loop:
                     self.client.run(stop_function_trial, self.runs[trial_id])
 
     def _result(self, trial_id: str, result: dict[str, Any]) -> None:
-        key = (trial_id, int(result.get("training_iteration", 0)))
-        if key in self.seen:  # replayed by a trial restarted from an earlier checkpoint: kept once
+        iteration, seen = int(result.get("training_iteration", 0)), self.seen.setdefault(trial_id, set())
+        if iteration in seen:  # replayed by a trial restarted from an earlier checkpoint: kept once
             future = self.futures.get(trial_id)
             if self.stop_events and future is not None and not future.done():
                 self._decide(trial_id, "CONTINUE")  # its task still waits for an answer
             return
-        self.seen.add(key)
+        seen.add(iteration)
         if not self.controller.accepts(trial_id):  # sent after its stop: not part of the trial
             return
         stopped = False

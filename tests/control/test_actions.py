@@ -232,7 +232,9 @@ def test_a_scaled_deployment_gets_a_second_replica_that_answers(control: Control
         with pytest.raises(NotFound, match="no deployment 'Nope'"):
             act(control, actions.scale_deployment(control, "scaled", "Nope", 2))
         status, answer = api(control, "deployments/scaled/Who/scale", {"replicas": 2})
-        assert status == 200, answer
+        assert status == 200 and answer["recorded"] == 1, answer
+        recorded = [d for d in control.store().list_deployments(status="running") if d["app"] == "scaled"]
+        assert [(d["deployment"], d["num_replicas"]) for d in recorded] == [("Who", 2)]  # at once, not when redeployed
         eventually(lambda: serve.status()["scaled"]["deployments"]["Who"]["running_replicas"] == 2)
         assert serve.status()["scaled"]["deployments"]["Who"]["target_replicas"] == 2
         answers = {json.dumps(ask(), sort_keys=True) for _ in range(40)}

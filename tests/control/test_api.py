@@ -106,6 +106,13 @@ def test_reads_show_what_a_real_pipeline_and_tuner_recorded(home: Path, control_
     assert [row["loss"] for row in metrics["metrics"]] == pytest.approx([2.0, 1.0, 2.0 / 3])
     _, only = call(base + V1 + f"trials/{trial_id}/metrics?name=it&name=absent")
     assert [sorted(row) for row in only["metrics"]] == [["it", "step"]] * 3
+    status, every = call(base + V1 + f"experiments/{experiment['id']}/metrics")  # the curves of a whole search
+    assert status == 200 and every["experiment_id"] == experiment["id"] and {"loss", "it"} <= set(every["names"])
+    assert sorted(t["trial_id"] for t in every["trials"]) == sorted(t["id"] for t in shown["trials"])
+    assert {t["trial_id"]: t["metrics"] for t in every["trials"]}[trial_id] == metrics["metrics"]
+    _, one_trial = call(base + V1 + f"experiments/{experiment['id']}/metrics?trial={trial_id}&trial=999&name=it")
+    assert [t["trial_id"] for t in one_trial["trials"]] == [trial_id]  # 999 is in no such experiment: left out
+    assert one_trial["trials"][0]["metrics"] == only["metrics"]
     status, kept = call(base + V1 + f"trials/{trial_id}/checkpoints")
     assert status == 200 and kept["checkpoints"] and all(c["uri"] for c in kept["checkpoints"])
     assert [c["step"] for c in kept["checkpoints"]] == sorted(c["step"] for c in kept["checkpoints"])
@@ -137,6 +144,8 @@ def test_bad_input_is_a_json_error_with_a_4xx_status(record: tuple[str, dict[str
         "runs/abc": 400, "runs/0": 404, "runs/99999999999999999999": 404, "runs/-1": 400, "runs/1.5": 400,
         "runs?limit=0": 400, "runs?limit=x": 400, "runs?limit=1001": 400, "experiments/999": 404,
         "trials/999": 404, "trials/999/metrics": 404, "trials/999/checkpoints": 404, "trials/x/metrics": 400,
+        "experiments/999/metrics": 404, "experiments/x/metrics": 400, "experiments/1/metrics?trial=x": 400,
+        "experiments/1/metrics?trial=0": 404,
         "deployments?status=gone": 400, "nothing/here": 404, "": 404, "live/other": 404,
     }
     for path, expected in cases.items():
@@ -152,6 +161,8 @@ def test_bad_input_is_a_json_error_with_a_4xx_status(record: tuple[str, dict[str
 
     _, metrics = call(base + f"trials/{ids['trial']}/metrics")
     assert metrics["metrics"] == [{"step": 1, "loss": None, "acc": 0.5}]  # NaN is kept as null: valid JSON
+    _, every = call(base + f"experiments/{ids['experiment']}/metrics")
+    assert every["trials"] == [{"trial_id": ids["trial"], "metrics": metrics["metrics"]}]
     _, deployments = call(base + "deployments?status=running")
     assert [(d["app"], d["num_replicas"]) for d in deployments["deployments"]] == [("taxi", 2)]
     _, live = call(base + "live/serve")

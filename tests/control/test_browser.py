@@ -203,6 +203,10 @@ def test_experiment_pages_curves_live_then_best(browser: Browser, dashboard: str
     assert re.search(rf'<path class="curve best"[^>]*data-series="{re.escape(best["name"])}"', dom)
     assert '<tr class="best">' in dom and "★ best" in dom
     assert '<select id="metric">' in dom and '<option value="score">' in dom
+    # the curves of all trials come in one request per refresh, never one per trial
+    asked = browser.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
+    assert any(f"/api/v1/experiments/{experiment['id']}/metrics" in url for url in asked), asked
+    assert not [url for url in asked if re.search(r"/api/v1/trials/\d+/metrics", url)], asked
     # the table sorts by a clicked column; the selector redraws the curves for another metric
     browser.evaluate("[...document.querySelectorAll('table.trials th')].find(th => th.textContent === 'loss').click()")
     assert browser.evaluate("document.querySelector('table.trials tbody tr a').textContent") == best["name"]

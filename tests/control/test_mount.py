@@ -21,6 +21,7 @@ from airflowless.control import mount
 from airflowless.store import open_store
 from tests.control.conftest import call
 from tests.support.eventually import eventually
+from tests.support.pages import fetch
 from tests.support.processes import stop
 
 V1 = "airflowless/api/v1/"
@@ -66,8 +67,9 @@ def test_init_names_the_control_plane_and_keeps_a_generated_token_private(cluste
 
 
 @pytest.fixture
-def dask_scheduler(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A real ``dask scheduler --preload airflowless.dashboard`` and one ``dask worker``, with their own home."""
+def dask_scheduler(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """A real ``dask scheduler --preload airflowless.dashboard`` and one ``dask worker``, with their own home
+    (and the scheduler's extra arguments, when the test parametrizes this fixture with them)."""
     dask = shutil.which("dask", path=str(Path(sys.executable).parent))
     assert dask, "the dask command is installed with distributed"
     home = tmp_path / "home"
@@ -79,7 +81,7 @@ def dask_scheduler(tmp_path: Path) -> Iterator[dict[str, Any]]:
         port = probe.getsockname()[1]
     scheduler = subprocess.Popen(
         [dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", "127.0.0.1:0",
-         "--preload", "airflowless.dashboard"],
+         "--preload", "airflowless.dashboard", *getattr(request, "param", [])],
         env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
     worker = subprocess.Popen(  # at once: it connects when the scheduler listens
         [dask, "worker", f"tcp://127.0.0.1:{port}", "--nworkers", "1", "--nthreads", "1", "--no-nanny",
@@ -129,3 +131,18 @@ def test_preload_installs_the_control_plane_on_a_real_dask_scheduler(dask_schedu
     assert call(link + "api/v1/trials/5/stop", method="POST", token="wrong")[0] == 403
     status, body = call(link + "api/v1/trials/5/stop", method="POST", token=token)
     assert status == 404 and "no trial" in body["error"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dask_scheduler", [["--dashboard-prefix", "/dask"]], indirect=True)
+def test_preload_honours_the_dashboard_prefix(dask_scheduler: dict[str, Any]) -> None:
+    link = dask_scheduler["link"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/dask/airflowless/", link), link
+    status, body = call(link + "api/v1/runs")
+    assert status == 200 and body == {"runs": []}
+    status, html, _ = fetch(link + "experiments")
+    assert status == 200 and 'data-root="/dask/airflowless"' in html and 'href="/dask/status"' in html
+    dashboard = link.removesuffix("airflowless/")
+    status, nav, _ = fetch(dashboard + "status")  # the Dask dashboard's own "airflowless" entry is relative
+    assert status == 200 and 'href="airflowless"' in nav
+    assert fetch(dashboard.removesuffix("dask/") + "airflowless/")[0] == 404  # nothing left outside the prefix

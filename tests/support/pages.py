@@ -182,10 +182,14 @@ class Browser:
             raise RuntimeError(f"{expression!r} threw in the page: {result['exceptionDetails']}")
         return result.get("result", {}).get("value")
 
+    def navigate(self, url: str) -> None:
+        """Open ``url`` in the page and return once Chromium has started loading it (no waiting on scripts)."""
+        self._call(self._send("Page.navigate", {"url": url}, session=True))
+
     def show(self, url: str, *, until: str, screenshot: Path | None = None, timeout: float = 60) -> str:
         """Open ``url``, wait until ``until`` (a JavaScript expression) is true in the page, and return
         the DOM; with ``screenshot``, save a PNG of the page there too."""
-        self._call(self._send("Page.navigate", {"url": url}, session=True))
+        self.navigate(url)
         deadline = time.monotonic() + timeout
         while not self.evaluate(f"document.readyState === 'complete' && !!({until})"):
             if time.monotonic() > deadline:

@@ -13,21 +13,13 @@ import pytest
 
 from airflowless import data, tune
 from airflowless.data.preprocessors import MinMaxScaler, StandardScaler
-from airflowless.datasets import LABEL_COLUMN, add_features, taxi_table
+from airflowless.datasets import LABEL_COLUMN
 from airflowless.train import ScalingConfig, prepared
 from airflowless.train.xgboost import XGBoostTrainer
 
 pytestmark = [pytest.mark.usefixtures("cluster_client", "home"), pytest.mark.timeout(240)]
 
 PARAMS = {"objective": "binary:logistic", "eval_metric": ["logloss"], "tree_method": "hist", "max_depth": 4}
-
-
-@pytest.fixture(scope="module")
-def taxi() -> pd.DataFrame:
-    frame = add_features(taxi_table(6_000, seed=1)).to_pandas()
-    frame = frame.drop(columns=["pickup_ts", "dropoff_ts", "tip_amount"])
-    frame[LABEL_COLUMN] = frame[LABEL_COLUMN].astype("int64")
-    return frame
 
 
 @pytest.fixture(autouse=True)

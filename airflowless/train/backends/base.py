@@ -22,10 +22,35 @@ __all__ = ["Backend", "free_port", "interface_of", "listen_on", "worker_host"]
 class Backend:
     equal_shards: bool = False  # ranks need exactly equal rows (lock-step collectives)
     timeout_s: float = 60.0
+    modules: tuple[str, ...] = ()  # what the ranks import (see preload)
 
     @contextlib.contextmanager
     def rank_context(self, spec: Any, rendezvous: Any) -> Iterator[dict[str, Any]]:
         yield {}
+
+    def preload(self, client: Any) -> None:
+        """Start importing ``modules`` on every worker, without waiting for it.
+
+        A fresh worker takes a second or more to import a framework; begun when a
+        fit begins, that overlaps the driver's data preparation instead of
+        delaying the ranks' rendezvous. Asked once per client (a Tuner's trials
+        share their trainer's backend): later fits find the framework loaded.
+        """
+        if self.modules and getattr(self, "_preloaded_by", None) != client.id:
+            self._preloaded_by = client.id
+            with contextlib.suppress(Exception):  # only a head start: the ranks import what they need
+                client.run(_import_modules, list(self.modules), wait=False)
+
+
+async def _import_modules(modules: list[str]) -> None:
+    """Import ``modules`` in a thread (the worker's event loop goes on meanwhile)."""
+    import asyncio
+    import importlib
+    import sys
+
+    missing = [name for name in modules if name not in sys.modules]
+    if missing:
+        await asyncio.get_running_loop().run_in_executor(None, lambda: [importlib.import_module(m) for m in missing])
 
 
 def worker_host() -> str:

@@ -16,6 +16,7 @@ __all__ = ["XGBoostBackend"]
 @dataclass
 class XGBoostBackend(Backend):
     timeout_s: float = 60.0
+    modules = ("xgboost", "xgboost.collective", "xgboost.tracker")
 
     @contextlib.contextmanager
     def rank_context(self, spec: Any, rendezvous: Any) -> Iterator[dict[str, Any]]:

@@ -22,7 +22,6 @@ def loop(config):
     from airflowless import train
     from airflowless.train.torch import prepare_model
 
-    torch.set_num_threads(1)
     net = prepare_model(model())
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     loss_fn = torch.nn.BCEWithLogitsLoss()
@@ -48,10 +47,13 @@ def setup():
 
 def run():
     ds = data.read_parquet(PATH).map_batches(add_features, batch_format="pyarrow").select_columns([*FEATURES, LABEL])
-    result = TorchTrainer(loop, train_loop_config={"here": os.path.dirname(__file__)},
-                          scaling_config=ScalingConfig(num_workers=2), datasets={"train": ds}).fit()
+    trainer = TorchTrainer(loop, train_loop_config={"here": os.path.dirname(__file__)},
+                           scaling_config=ScalingConfig(num_workers=2), datasets={"train": ds})
+    result = trainer.fit()
     assert result.error is None, result.error
-    return {"samples": result.metrics["samples"] * 2, "loss": result.metrics["loss"]}
+    phases = {f"{phase}_s": trainer.last_fit_seconds.get(phase, 0.0)
+              for phase in ("data", "rank0_rendezvous", "rank0_training")}
+    return {"samples": result.metrics["samples"] * 2, "loss": result.metrics["loss"], **phases}
 
 
 def teardown():

@@ -11,12 +11,12 @@ def setup():
     pass
 
 
-def run():
+def run(threads=2):
     import numpy as np
     import pyarrow.parquet as pq
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads)
     table = add_features(pq.read_table(PATH)).to_pandas()
     x_all = torch.from_numpy(standardize(table[FEATURES].to_numpy(np.float32)))
     y_all = torch.from_numpy(table[LABEL].to_numpy(np.float32)).unsqueeze(1)

@@ -28,7 +28,14 @@ def setup():
 
 
 def run():
-    return run_load(URL)
+    import psutil
+
+    from airflowless.serve.adapter import current_runtime
+
+    runtime = current_runtime()
+    pids = [os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))]
+    parser = "httptools" if "HttpTools" in runtime.server.config.http.__mro__[1].__name__ else "h11"
+    return {**run_load(URL, server_pids=pids), "loop": type(runtime.loop).__module__.split(".")[0], "http": parser}
 
 
 def teardown():

@@ -29,11 +29,15 @@ def _valid(table):
     return table.filter(table.column("_valid")).drop_columns(["_valid"])
 
 
+def splits():
+    """(train, valid): the feature step's rows, materialized once, split by the flag."""
+    ds = data.read_parquet(PATH).map_batches(feature_step, batch_format="pyarrow").materialize()
+    return ds.map_batches(_train, batch_format="pyarrow"), ds.map_batches(_valid, batch_format="pyarrow")
+
+
 def run():
     phases = Phases()
-    ds = data.read_parquet(PATH).map_batches(feature_step, batch_format="pyarrow").materialize()
-    train = ds.map_batches(_train, batch_format="pyarrow")
-    valid = ds.map_batches(_valid, batch_format="pyarrow")
+    train, valid = splits()
     phases.done("data")
 
     trainer = XGBoostTrainer(label_column=LABEL, params=XGB_PARAMS, num_boost_round=ROUNDS,

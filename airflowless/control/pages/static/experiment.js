@@ -9,7 +9,25 @@
   const HIDDEN = new Set(["step", "training_iteration", "timestamp", "done"]);
   let chosen = null;       // the metric the curves show
   let lastRender = null;   // redraw the curves when the selector changes
-  const cache = new Map(); // trial id -> {iterations, status, history}
+  const cache = new Map(); // trial id -> {iterations, status, history: [{step, metric: value...}]}
+  const BATCH = 200;       // trial ids per request (beyond that, one request for every trial)
+
+  async function fetchHistories(experimentId, trials) {
+    const stale = trials.filter((t) => {
+      const known = cache.get(t.id);
+      return !known || known.iterations !== t.iterations || known.status !== t.status;
+    });
+    if (!stale.length) return;
+    const only = stale.length === trials.length || stale.length > BATCH ? ""
+      : "?" + stale.map((t) => "trial=" + encodeURIComponent(t.id)).join("&");
+    const answer = await getJSON("experiments/" + encodeURIComponent(experimentId) + "/metrics" + only).catch(() => null);
+    if (answer === null) return; // keep what was drawn; the next refresh asks again
+    const byId = new Map(trials.map((t) => [t.id, t]));
+    (answer.trials || []).forEach((entry) => {
+      const t = byId.get(entry.trial_id);
+      if (t) cache.set(t.id, { iterations: t.iterations, status: t.status, history: entry.metrics || [] });
+    });
+  }
 
   function best(experiment, trials, metric) {
     const mode = experiment.mode === "max" ? 1 : experiment.mode === "min" ? -1 : 0;
@@ -66,17 +84,12 @@
       rowClass: (t) => [t.id === bestId ? "best" : "", shape(t, maxIterations) ? "inactive" : ""].join(" ").trim() || null,
     });
 
-    // Curves: each trial's reports, fetched again only when its iteration count moved (so an open
-    // page asks the scheduler for little while a long search runs).
-    const histories = await Promise.all(trials.map(async (t) => {
-      const known = cache.get(t.id);
-      if (known && known.iterations === t.iterations && known.status === t.status) return known.history;
-      const history = await getJSON("trials/" + encodeURIComponent(t.id) + "/metrics").catch(() => null);
-      if (history === null) return known ? known.history : { names: [], metrics: [] };
-      cache.set(t.id, { iterations: t.iterations, status: t.status, history: history });
-      return history;
-    }));
-    const names = [...new Set(histories.flatMap((h) => h.names || []))].filter((n) => !HIDDEN.has(n)).sort();
+    // Curves: the reports of the trials whose iteration count or status moved since the last
+    // refresh, all in one request (so an open page asks the scheduler for little while a search runs).
+    await fetchHistories(experiment.id, trials);
+    const histories = trials.map((t) => (cache.get(t.id) || { history: [] }).history);
+    const names = [...new Set(histories.flatMap((rows) => rows.flatMap((row) => Object.keys(row))))]
+      .filter((n) => !HIDDEN.has(n)).sort();
     if (chosen === null || !names.includes(chosen)) {
       chosen = experiment.metric && names.includes(experiment.metric) ? experiment.metric : names[0] || null;
     }
@@ -84,7 +97,7 @@
       const bestShown = best(experiment, trials, experiment.metric || chosen);
       const series = trials.map((t, i) => ({
         name: t.name || "trial " + t.id,
-        points: (histories[i].metrics || []).filter((row) => typeof row[chosen] === "number")
+        points: histories[i].filter((row) => typeof row[chosen] === "number")
           .map((row) => [row.training_iteration ?? row.step, row[chosen]]),
         best: t.id === bestShown,
         inactive: !!shape(t, maxIterations),
