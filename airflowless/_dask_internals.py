@@ -93,14 +93,22 @@ def worker_resources(client: Any, busy: Callable[[str], bool]
     """Per worker address: (its resources, those in use, whether it processes a task whose key
     ``busy(key)`` accepts).
 
-    Reads ``WorkerState.resources``, ``.used_resources`` and ``.processing`` through
-    ``run_on_scheduler``: no public call reports the resources in use. ``busy`` runs on
+    Reads ``WorkerState.resources``, ``.processing`` and each processing task's
+    ``resource_restrictions`` through ``run_on_scheduler``: no public call reports the
+    resources in use. Not ``WorkerState.used_resources``: work stealing moves a task
+    between workers without moving what it holds there (distributed 2026.8), so after
+    a steal one worker counts a CPU for ever and the other one fewer. ``busy`` runs on
     the scheduler, so it must be importable there (a module-level function).
     """
     def read(dask_scheduler: Any) -> Any:
-        return {addr: (dict(ws.resources), dict(ws.used_resources),
-                       any(busy(str(ts.key)) for ts in ws.processing))
-                for addr, ws in dask_scheduler.workers.items()}
+        found = {}
+        for addr, ws in dask_scheduler.workers.items():
+            used = {name: 0.0 for name in ws.resources}
+            for ts in ws.processing:
+                for name, amount in (ts.resource_restrictions or {}).items():
+                    used[name] = used.get(name, 0.0) + amount
+            found[addr] = (dict(ws.resources), used, any(busy(str(ts.key)) for ts in ws.processing))
+        return found
 
     return client.run_on_scheduler(read)  # type: ignore[no-any-return]
 

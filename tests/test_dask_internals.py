@@ -98,6 +98,48 @@ def test_worker_resources(cluster_client: Any) -> None:
     assert future.result(timeout=60) == "done"
 
 
+def _wait_where(name: str) -> str:
+    Event(name).wait(60)
+    return str(get_worker().address)
+
+
+def _steal_waiting(dask_scheduler: Any, keys: list[str], thief: str) -> int:
+    """Ask the victim to give up every task of ``keys`` that it holds but has not started,
+    the way work stealing's balance() does; returns how many requests were sent."""
+    stealing = dask_scheduler.extensions["stealing"]
+    sent = 0
+    for key in keys:
+        ts = dask_scheduler.tasks[key]
+        if ts.processing_on is not None and ts.processing_on.address != thief:
+            stealing.move_task_request(ts, ts.processing_on, dask_scheduler.workers[thief])
+            sent += 1
+    return sent
+
+
+def test_worker_resources_in_use_survive_work_stealing(cluster_client: Any) -> None:
+    # tasks holding a CPU, all placed on one worker, where one runs and the rest wait for
+    # its CPU; the other worker steals the waiting ones. Once all ended, no worker counts
+    # a CPU in use (distributed's used_resources would: +n on one, -n on the other).
+    # Stealing is asked for explicitly: the balance() heuristic may or may not pick them.
+    first, thief = internals.worker_addresses(cluster_client)
+    stop = f"internals-stop-{uuid.uuid4().hex}"
+    futures = [cluster_client.submit(_wait_where, stop, workers=[first], allow_other_workers=True,
+                                     resources={"CPU": 1}, pure=False) for _ in range(4)]
+    keys = [str(future.key) for future in futures]
+    try:
+        eventually(lambda: all(state == "processing" and where == first
+                               for state, where, _ in internals.task_states(cluster_client, keys).values()))
+        assert cluster_client.run_on_scheduler(_steal_waiting, keys=keys, thief=thief) == 4
+        # the running task is refused; those waiting for the CPU move
+        eventually(lambda: any(where == thief for _, where, _ in internals.task_states(cluster_client, keys).values()))
+    finally:
+        Event(stop, client=cluster_client).set()
+    ran_on = cluster_client.gather(futures)
+    assert thief in ran_on and first in ran_on
+    found = internals.worker_resources(cluster_client, is_rank_key)
+    assert {addr: used.get("CPU") for addr, (_, used, _) in found.items()} == {addr: 0.0 for addr in found}
+
+
 def test_task_states(cluster_client: Any) -> None:
     stop = f"internals-stop-{uuid.uuid4().hex}"
     future = cluster_client.submit(_blocker, stop, pure=False)

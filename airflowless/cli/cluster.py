@@ -94,15 +94,25 @@ def down() -> None:
 @cluster.command("status")
 def status() -> None:
     """Say whether the background cluster is up, and where."""
-    from ..runtime.processes import is_alive, load_state
+    from ..runtime.processes import connected_workers, is_alive, load_state
 
     existing = load_state()
     if existing is None or not is_alive(existing.scheduler_pid):
         click.echo("no cluster is up")
         sys.exit(1)
-    alive = sum(is_alive(pid) for pid in existing.worker_pids)
-    click.echo(f"up at {existing.address}, {alive}/{len(existing.worker_pids)} workers alive, "
-               f"dashboard {existing.dashboard_link}")
+    if existing.adaptive is None and existing.worker_pids:
+        alive = sum(is_alive(pid) for pid in existing.worker_pids)
+        workers = f"{alive}/{len(existing.worker_pids)} workers alive"
+    else:  # an adaptive cluster: its scheduler's process starts the workers, so only the scheduler knows them
+        bounds = f"adaptive {existing.adaptive[0]}:{existing.adaptive[1]}" if existing.adaptive else "adaptive"
+        count = connected_workers(existing, timeout=_STATUS_TIMEOUT)
+        workers = (f"{count} worker{'' if count == 1 else 's'} ({bounds})" if count is not None else
+                   f"workers unknown ({bounds}): the scheduler's process is running but the scheduler did not "
+                   f"answer within {_STATUS_TIMEOUT:g} s; see {existing.log_dir}/scheduler.log")
+    click.echo(f"up at {existing.address}, {workers}, dashboard {existing.dashboard_link}")
+
+
+_STATUS_TIMEOUT = 3.0  # seconds `cluster status` waits for an adaptive cluster's scheduler to answer
 
 
 def _certificates(use_tls: bool, tls_dir: str | None, hosts: tuple[str, ...], bind: str) -> str | None:
@@ -130,11 +140,9 @@ def _start_adaptive(adapt: str, certificates: str | None, **options: Any) -> Any
         raise ConfigError(f"--adapt takes MIN:MAX worker counts like 1:4, got {adapt!r}") from None
     if not sep:
         raise ConfigError(f"--adapt takes MIN:MAX worker counts like 1:4, got {adapt!r}")
-    if certificates is not None:
-        raise ConfigError("--adapt does not run on TLS yet; start a --tls cluster with --workers N")
     return start_adaptive_cluster(minimum=minimum, maximum=maximum, threads_per_worker=options["threads"],
                                   scheduler_port=options["port"], dashboard_port=options["dashboard_port"],
-                                  host=options["host"], resources=options["resources"])
+                                  host=options["host"], resources=options["resources"], tls=certificates)
 
 
 def _parse_resources(text: str | None) -> dict[str, float] | None:

@@ -2,7 +2,10 @@
 
 Every answer is JSON; every error is ``{"error": message}`` with its status
 (400 bad input, 401/403 token, 404 unknown id, 409 conflict, 503 no store or no
-cluster), never a traceback. Reads run :mod:`.reads` in the context's reader
+cluster), never a traceback. A read's 200 carries an ``ETag`` (a hash of its
+body); the same read with ``If-None-Match`` set to it gets ``304 Not Modified``
+and no body while the body would be the same. Only a request past the token
+check gets either: a 401/403 has no ``ETag`` and never becomes a 304. Reads run :mod:`.reads` in the context's reader
 threads, so the scheduler's event loop never waits on the database; actions call the function
 of the same name in :mod:`.actions`. To add a route: a handler here, a row in
 :func:`routes`, and its entry in :mod:`.openapi` (a test checks they agree).
@@ -51,9 +54,11 @@ class ApiHandler(web.RequestHandler):
         self.ctx = ctx
         self.body = b""
         self.body_too_large = False
+        self.authorized = False  # set once the token check passed: only then an ETag (and so a 304)
 
     def prepare(self) -> None:
         auth.check(self.ctx, self.request.headers.get("Authorization"), action=self.request.method == "POST")
+        self.authorized = True
         declared = self.request.headers.get("Content-Length", "0")
         if not declared.isdigit() or int(declared) > _MAX_BODY:
             raise TooLarge(f"a request body is at most {_MAX_BODY} bytes of JSON, got Content-Length {declared[:20]!r}")
@@ -67,10 +72,17 @@ class ApiHandler(web.RequestHandler):
     def check_xsrf_cookie(self) -> None:
         """Actions carry a bearer token, which a cross-site form cannot send: no cookie check."""
 
+    def compute_etag(self) -> str | None:
+        """tornado's own (a SHA-1 of the body, which ``finish`` sets on a GET's 200 and answers a matching
+        ``If-None-Match`` with a 304 from), for a request that passed the token check only."""
+        return super().compute_etag() if self.authorized else None
+
     def reply(self, value: dict[str, Any]) -> None:
         self.reply_text(json.dumps(value, allow_nan=False))
 
     def reply_text(self, text: str) -> None:
+        """Send ``text`` as JSON. ``no-store`` keeps the record out of HTTP caches; a client that keeps the
+        last body itself (the pages do) revalidates it with ``If-None-Match`` all the same."""
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(text)
@@ -249,7 +261,8 @@ class OpenApi(ApiHandler):
     def get(self) -> None:
         from .openapi import document
 
-        self.reply(document())
+        # what a scheduler's --dashboard-prefix put before the API (the route matched, so the path ends so)
+        self.reply(document(prefix=self.request.path.removesuffix(f"{PREFIX}/openapi.json")))
 
 
 class Unknown(ApiHandler):

@@ -5,7 +5,8 @@
 Prometheus collector of :mod:`.metrics` when it is there. ``airflowless.init()``
 calls it for the embedded cluster, ``dask scheduler --preload
 airflowless.dashboard`` for a scheduler a user runs. :func:`serve_standalone` is
-``airflowless ui``: the same routes on a server of their own, no cluster.
+``airflowless ui``: the same routes on a server of their own, no cluster (HTTPS
+when given an SSL context).
 
 >>> from airflowless.control.context import ControlContext
 >>> paths = [pattern for pattern, *_ in routes(ControlContext(None))]
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import ssl
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -124,11 +126,14 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def start_server(ctx: ControlContext, host: str, port: int) -> tuple[Any, int]:
+def start_server(ctx: ControlContext, host: str, port: int,
+                 ssl_context: ssl.SSLContext | None = None) -> tuple[Any, int]:
     """A tornado server of the control plane listening on ``host:port`` (0: a free port), in the running loop.
 
     Returns the server and the port it got. ``/`` leads to the pages (or to the
-    API's document when there are none).
+    API's document when there are none). With ``ssl_context`` it speaks HTTPS
+    only (:func:`airflowless.runtime.tls.https_context`): a plain HTTP request
+    fails the handshake and is closed.
     """
     from tornado import web
     from tornado.httpserver import HTTPServer
@@ -138,19 +143,20 @@ def start_server(ctx: ControlContext, host: str, port: int) -> tuple[Any, int]:
     ctx.loopback = auth.is_loopback(host)
     home = "/airflowless/" if _present("airflowless.control.pages") else "/airflowless/api/v1/openapi.json"
     application = web.Application([(r"/", web.RedirectHandler, {"url": home}), *routes(ctx)])
-    server = HTTPServer(application)
+    server = HTTPServer(application, ssl_options=ssl_context)
     server.listen(port, address=host.strip("[]"))
     return server, _bound(server)[0][1]
 
 
-def serve_standalone(ctx: ControlContext, host: str, port: int, *,
+def serve_standalone(ctx: ControlContext, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None,
                      ready: Callable[[str], None] | None = None) -> None:
-    """Serve the control plane of ``ctx`` on ``host:port`` until interrupted; ``ready(url)`` once listening."""
+    """Serve the control plane of ``ctx`` on ``host:port`` (HTTPS with ``ssl_context``) until interrupted;
+    ``ready(url)`` once listening."""
 
     async def main() -> None:
-        server, bound = start_server(ctx, host, port)
+        server, bound = start_server(ctx, host, port, ssl_context)
         if ready is not None:
-            ready(f"http://{_url_host(host)}:{bound}/")
+            ready(f"{'https' if ssl_context is not None else 'http'}://{_url_host(host)}:{bound}/")
         try:
             await asyncio.Event().wait()
         finally:

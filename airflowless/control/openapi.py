@@ -1,7 +1,10 @@
 """The OpenAPI 3 document of the API, served at ``/airflowless/api/v1/openapi.json``.
 
 Written as data, one entry per route of :func:`.api.routes`; a test checks that
-every path here answers and every route is here.
+every path here answers and every route is here. Under a scheduler's
+``--dashboard-prefix`` (``/dask``) the paths stay as they are and the prefix is
+the document's ``servers`` entry (``[{"url": "/dask"}]``): OpenAPI clients put
+a server's path before every path, resolved against where the document was read.
 
 >>> sorted(document()["paths"])[:2]
 ['/airflowless/api/v1/deployments', '/airflowless/api/v1/deployments/{app}/{deployment}/scale']
@@ -59,8 +62,20 @@ def _answers(summary: str, *, found: bool = False, action: bool = False,
     return operation
 
 
+_ETAG = {"description": "a hash of the body: send it back as If-None-Match to get a 304 while it is the same",
+         "schema": {"type": "string"}}
+_IF_NONE_MATCH = {"name": "If-None-Match", "in": "header", "required": False,
+                  "description": "the ETag of a body the client has: 304 and no body while the answer is the same",
+                  "schema": {"type": "string"}}
+
+
 def _read(summary: str, *parameters: dict[str, Any], found: bool = False) -> dict[str, Any]:
-    return {"get": {**_answers(summary, found=found), "parameters": list(parameters)}}
+    operation = _answers(summary, found=found)
+    operation["responses"]["200"]["headers"] = {"ETag": _ETAG}
+    operation["responses"]["304"] = {"description": "Not Modified: the body would be the one of the ETag given "
+                                                    "in If-None-Match (no body)",
+                                     "headers": {"ETag": _ETAG}}
+    return {"get": {**operation, "parameters": [*parameters, _IF_NONE_MATCH]}}
 
 
 def _action(summary: str, *parameters: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -70,10 +85,15 @@ def _action(summary: str, *parameters: dict[str, Any], body: dict[str, Any] | No
     return {"post": operation}
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI 3.0 document (a new dict each call)."""
+def document(prefix: str = "") -> dict[str, Any]:
+    """The OpenAPI 3.0 document (a new dict each call); ``prefix``: the path the API is mounted under.
+
+    >>> document("/dask")["servers"][0]["url"]
+    '/dask'
+    """
+    served = prefix.rstrip("/")
     run, experiment, trial = _id("run_id", "run"), _id("experiment_id", "experiment"), _id("trial_id", "trial")
-    prefix = "/airflowless/api/v1"
+    api = "/airflowless/api/v1"
     paths = {
         "/runs": _read("The latest pipeline runs, newest first", _limit(50)),
         "/runs/{run_id}": _read("One run with its stages: state, attempts, duration, cache hit, error, traceback",
@@ -110,12 +130,14 @@ def document() -> dict[str, Any]:
         "/live/serve": _read("What serve running now reports (replicas, requests/s, latency, queues)"),
         "/openapi.json": _read("This document"),
     }
+    servers = [{"url": served, "description": "the scheduler's --dashboard-prefix"}] if served else []
     return {
         "openapi": "3.0.3",
+        **({"servers": servers} if servers else {}),
         "info": {"title": "airflowless control plane", "version": "1",
                  "description": "Runs, experiments, trials and deployments from the airflowless record, and "
                                 "actions on the cluster. Reads are open on loopback; actions (and everything "
                                 "when the server listens beyond loopback) need 'Authorization: Bearer <token>'."},
-        "paths": {prefix + path: item for path, item in paths.items()},
+        "paths": {api + path: item for path, item in paths.items()},
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

@@ -44,7 +44,7 @@ from ..store.records import RunStatus, StageRecord, StageStatus
 from .cache import cache_keys
 from .graph import Graph
 from .lifecycle import Heartbeat, cancel_on_signals
-from .outputs import output_uri
+from .outputs import output_exists, output_uri
 from .result import RunResult
 from .reuse import still_reusable
 from .task import EVENT_TOPIC, Outcome, StageCall, load_stage_output, run_stage
@@ -202,6 +202,7 @@ class _Watch:
         self.starts: dict[str, int] = {}  # times each stage's body was started, on any worker
         self.deadlines: dict[str, float] = {}  # hard deadlines of running attempts (driver clock)
         self.cancel_requested: str | None = None  # who asked to cancel the run from outside (control plane)
+        self.written: set[str] = set()  # stages whose output was found written after the cluster went away
 
     def _needed(self) -> set[str]:
         """Nodes to submit: those to run, and the reused ones a node to run reads."""
@@ -262,6 +263,8 @@ class _Watch:
             self._drain_events()
         except BaseException:
             self._record_finished(pending)
+            if _cluster_gone(self.client):
+                self._record_written(pending)
             if not _cluster_gone(self.client):
                 with contextlib.suppress(Exception):
                     self.client.cancel(list(self.futures.values()))
@@ -281,8 +284,27 @@ class _Watch:
             with contextlib.suppress(Exception):
                 self._finished(name)
 
+    def _record_written(self, pending: set[str]) -> None:
+        """Record as succeeded the stages whose output was written before the scheduler went away.
+
+        A stage writes its output (atomically) before its task reports back: when the
+        scheduler dies in between, the driver never hears of it, but the output is
+        whole, and a resume of this run reuses it instead of running the stage again.
+        """
+        with contextlib.suppress(Exception):
+            self._drain_events()  # the starts already received
+        for name in [n for n in self.order if n in pending and n in self.starts and n not in self.outcomes]:
+            uri = self.plans[name].output_uri
+            with contextlib.suppress(Exception):
+                if self.plans[name].reuse is None and output_exists(uri):
+                    self.store.update_stage(
+                        self.run_id, name, status=StageStatus.SUCCEEDED, attempts=self.starts[name],
+                        finished_at=datetime.now(timezone.utc), output_uri=uri,
+                        output_summary="(written before the cluster went away)", error=None)
+                    self.written.add(name)
+
     def _lost(self) -> ClusterLostError:
-        unfinished = [n for n in self.order if n in self.futures and n not in self.outcomes]
+        unfinished = [n for n in self.order if n in self.futures and n not in self.outcomes and n not in self.written]
         return ClusterLostError(self.run_id, str(self.client.scheduler.address), unfinished)
 
     def _on_control(self, message: dict[str, Any]) -> None:

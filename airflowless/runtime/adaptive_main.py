@@ -6,7 +6,10 @@ each declaring the given resources) made adaptive between ``--minimum`` and
 ``--maximum`` by :func:`airflowless.runtime.adaptive.adapt`: workers are added
 while ranks, trials or stages wait, and retired when idle. SIGTERM (``airflowless
 cluster down``) closes the workers, then the scheduler; the workers also die
-with this process (they watch their stdin).
+with this process (they watch their stdin). With ``--tls DIR`` (a folder of
+certificates, :mod:`airflowless.runtime.tls`) the scheduler, each worker it
+adds and their dashboards speak TLS and require a certificate from the
+cluster's CA, as the embedded cluster of ``init(security=...)`` does.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import asyncio
 import logging
 import signal
+from typing import Any
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -28,6 +32,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--resources", default="", help='"CPU=1 GPU=1"')
     parser.add_argument("--memory-limit", default="auto")
     parser.add_argument("--interval", default="1s")
+    parser.add_argument("--tls", default=None, help="a folder of certificates: every port on TLS")
     return parser.parse_args(argv)
 
 
@@ -39,13 +44,20 @@ async def _serve(args: argparse.Namespace) -> None:
 
     resources = {name: float(amount) for name, _, amount in
                  (part.partition("=") for part in args.resources.split()) if amount}
-    worker = {"cls": WorkerProcess, "options": {
+    worker: dict[str, Any] = {"cls": WorkerProcess, "options": {
         "nthreads": args.nthreads, "resources": resources, "memory_limit": args.memory_limit,
         "host": args.host}}
-    scheduler = {"cls": Scheduler, "options": {
+    scheduler: dict[str, Any] = {"cls": Scheduler, "options": {
         "host": args.host, "port": args.port, "dashboard_address": args.dashboard_address}}
+    secured = None
+    if args.tls:  # the scheduler on tls://, its dashboard on HTTPS, and each worker given the folder
+        from .tls import DriverTLS, load
+
+        secured = DriverTLS(load(args.tls))
+        secured.apply(scheduler["options"], [worker["options"]])
     cluster = await SpecCluster(scheduler=scheduler, workers={}, worker=worker, asynchronous=True,
-                                silence_logs=logging.WARN, name="airflowless-adaptive")
+                                silence_logs=logging.WARN, name="airflowless-adaptive",
+                                security=secured.security if secured is not None else None)
     from ..dashboard import dask_setup
 
     dask_setup(cluster.scheduler)  # the control plane, as `cluster up` preloads it on its scheduler
@@ -58,6 +70,8 @@ async def _serve(args: argparse.Namespace) -> None:
     await stop.wait()
     adaptive.stop(reason="cluster down")
     await cluster.close()  # type: ignore[misc]  # a coroutine on an asynchronous cluster
+    if secured is not None:
+        secured.close()  # the Dask config only: the certificates are the caller's
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -86,6 +86,7 @@ class ProcessCluster:
     worker_pids: tuple[int, ...]
     log_dir: str
     tls_dir: str | None = None  # the certificates, when the cluster runs on TLS
+    adaptive: tuple[int, int] | None = None  # (minimum, maximum) workers of an adaptive cluster (no worker pids)
 
     def to_json(self) -> str:
         """This cluster as a JSON object (the format of the state file)."""
@@ -103,12 +104,21 @@ class ProcessCluster:
                 worker_pids=tuple(int(pid) for pid in data["worker_pids"]),
                 log_dir=str(data["log_dir"]),
                 tls_dir=str(data["tls_dir"]) if data.get("tls_dir") else None,
+                adaptive=_bounds(data.get("adaptive")),
             )
         except (ValueError, TypeError, KeyError) as exc:
             raise ClusterError(
                 f"expected a cluster description as written by ProcessCluster.to_json, "
                 f"got {text[:200]!r} ({exc}); delete the file or start the cluster again"
             ) from exc
+
+
+def _bounds(value: Any) -> tuple[int, int] | None:
+    """An adaptive cluster's ``[minimum, maximum]`` as written to the state file (None: not adaptive)."""
+    if value is None:
+        return None
+    minimum, maximum = (int(n) for n in value)  # ValueError/TypeError when it is not two counts
+    return minimum, maximum
 
 
 def start_process_cluster(
@@ -222,6 +232,7 @@ def start_adaptive_cluster(
     log_dir: str | Path | None = None,
     timeout: float = 30.0,
     env: dict[str, str] | None = None,
+    tls: str | Path | None = None,
 ) -> ProcessCluster:
     """Start a scheduler that adds and retires its own worker processes between ``minimum`` and ``maximum``.
 
@@ -229,7 +240,9 @@ def start_adaptive_cluster(
     scheduler and its workers, scaled by :func:`airflowless.runtime.adaptive.adapt`
     (for what ranks, trials and stages wait for). Returns once ``minimum``
     workers are connected; ``worker_pids`` is empty (the workers come and go
-    with that process, which :func:`stop_process_cluster` stops).
+    with that process, which :func:`stop_process_cluster` stops). ``tls`` (a
+    folder of certificates) puts the scheduler, the workers it adds and the
+    dashboards on TLS, as :func:`start_process_cluster` does.
 
     >>> cluster = start_adaptive_cluster(minimum=1, maximum=4)   # doctest: +SKIP
     """
@@ -241,18 +254,27 @@ def start_adaptive_cluster(
     deadline = time.monotonic() + timeout
     logs = _log_folder(log_dir)
     port, dport = _free_ports(host, scheduler_port or None, dashboard_port)
-    address = f"tcp://{_netloc(host, port)}"
+    tls_files = None
+    if tls is not None:
+        from airflowless.runtime import tls as tls_module
+
+        tls_files = tls_module.load(tls)
+    address = f"{'tls' if tls_files is not None else 'tcp'}://{_netloc(host, port)}"
     resource_arg = " ".join(f"{name}={amount:g}" for name, amount in resources.items())
     procs = {"scheduler": _launch(
         ["airflowless.runtime.adaptive_main",
          *_flags(host=host, port=port, dashboard_address=_netloc(host, dport), minimum=minimum,
                  maximum=maximum, nthreads=threads_per_worker, resources=resource_arg,
-                 memory_limit=memory_limit)],
+                 memory_limit=memory_limit, **({"tls": tls_files.directory} if tls_files is not None else {}))],
         logs / "scheduler.log", None if env is None else {**os.environ, **env})}
-    cluster = ProcessCluster(address=address, dashboard_link=f"http://{_netloc(host, dport)}/status",
-                             scheduler_pid=procs["scheduler"].pid, worker_pids=(), log_dir=str(logs))
+    cluster = ProcessCluster(address=address,
+                             dashboard_link=f"{'https' if tls_files else 'http'}://{_netloc(host, dport)}/status",
+                             scheduler_pid=procs["scheduler"].pid, worker_pids=(), log_dir=str(logs),
+                             tls_dir=str(tls_files.directory) if tls_files is not None else None,
+                             adaptive=(minimum, maximum))
     try:
-        _wait_until_up(address, minimum, procs, deadline)
+        _wait_until_up(address, minimum, procs, deadline,
+                       security=tls_files.security() if tls_files is not None else None)
     except BaseException as exc:
         stop_process_cluster(cluster, timeout=5.0)
         if not isinstance(exc, Exception):
@@ -306,6 +328,25 @@ def is_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return not _is_zombie(pid)
+
+
+def connected_workers(cluster: ProcessCluster, *, timeout: float = 3.0) -> int | None:
+    """How many workers ``cluster``'s scheduler has now, asked over its own comm (TLS when the cluster is);
+    None when it does not answer within ``timeout`` seconds."""
+    import asyncio
+
+    from distributed import Client
+
+    security = None
+    if cluster.tls_dir is not None:
+        from airflowless.runtime import tls
+
+        security = tls.load(cluster.tls_dir).security()
+    try:
+        with Client(cluster.address, timeout=timeout, set_as_default=False, security=security) as client:
+            return len(client.scheduler_info(n_workers=-1)["workers"])
+    except (OSError, TimeoutError, asyncio.TimeoutError):
+        return None
 
 
 def default_state_path() -> Path:

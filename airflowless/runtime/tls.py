@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from distributed.security import Security
 
 __all__ = ["ROLES", "TLSFiles", "generate", "load", "from_security", "from_settings", "resolve", "dashboard_config",
-           "dask_config", "dask_environ", "client_context", "server_context", "with_client_role", "dask_setup"]
+           "dask_config", "dask_environ", "client_context", "server_context", "https_context", "with_client_role",
+           "dask_setup"]
 
 ROLES = ("scheduler", "worker", "client")
 
@@ -359,6 +360,46 @@ def server_context(security: Security | None, role: str) -> ssl.SSLContext | Non
     if security is None:
         return None
     return security.get_listen_args(role).get("ssl_context")  # type: ignore[no-any-return]
+
+
+def https_context(files: TLSFiles | None = None, *, cert: str | Path | None = None,
+                  key: str | Path | None = None, ca: str | Path | None = None) -> ssl.SSLContext:
+    """An SSL context for an HTTPS server of airflowless's own (``airflowless ui --tls``).
+
+    With ``files``: the scheduler's certificate (or the folder's only role's),
+    and clients need a certificate from the cluster's CA, as at every port of a
+    TLS cluster. With ``cert`` and ``key``: that certificate (e.g. one that
+    browsers trust); with ``ca`` too, clients need a certificate signed by it,
+    else any client may connect (the server is authenticated, clients are not).
+
+    >>> import tempfile
+    >>> https_context(generate(tempfile.mkdtemp())).verify_mode == ssl.CERT_REQUIRED
+    True
+    """
+    if files is not None:
+        if cert is not None or key is not None or ca is not None:
+            raise ConfigError("expected either a folder of the cluster's certificates or a certificate and key "
+                              "of your own, got both; pass one of them")
+        context = server_context(files.security(), "scheduler")
+        assert context is not None  # a TLSFiles' Security always has certificates
+        return context
+    if cert is None or key is None:
+        missing = " and no key" if key is None else ""
+        got = f"no certificate{missing}" if cert is None else "no key"
+        raise ConfigError(f"expected a certificate and its key for HTTPS, got {got}; pass both "
+                          "(--tls-cert FILE --tls-key FILE), or use the cluster's certificates (--tls)")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(os.fspath(cert), os.fspath(key))
+        if ca is not None:
+            context.load_verify_locations(cafile=os.fspath(ca))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"expected PEM files of a certificate ({cert}), its private key ({key})"
+                          f"{f' and a CA ({ca})' if ca is not None else ''} that belong together, got: {exc}; "
+                          "check the paths, and that the key is the certificate's") from exc
+    context.verify_mode = ssl.CERT_REQUIRED if ca is not None else ssl.CERT_NONE
+    return context
 
 
 def dask_setup(server: Any) -> None:

@@ -6,8 +6,7 @@ must send its headers within ``header_timeout_s`` and its whole body within
 ``keep_alive_timeout_s``; beyond ``limit_concurrency`` open connections or
 requests the proxy answers 503; a body is at most ``max_body_bytes`` (413)
 and the headers at most ``max_header_bytes`` (431, also while they are still
-arriving; with h11, the fallback when httptools is not installed, uvicorn closes
-those with 400).
+arriving, with either parser).
 
 HTTPS: when the cluster runs on TLS the proxy serves HTTPS with the driver's
 certificate and requires a client certificate from the cluster's CA. Or give

@@ -52,8 +52,8 @@ def _check_depth(value: Any) -> None:
 
 def parse(raw: bytes) -> Any:
     """The JSON document in ``raw``; ``ValueError`` (with a message for the client) if it is not acceptable."""
-    try:
-        value = json.loads(raw, parse_float=_finite_float, parse_constant=_reject_constant)
+    try:  # json.loads(raw, ...) with keywords would build a decoder per call
+        value = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
     except RecursionError:
         raise ValueError(f"the body nests arrays and objects too deep; at most {MAX_DEPTH} levels are "
                          "accepted") from None
@@ -65,7 +65,7 @@ def parse(raw: bytes) -> Any:
 def dump(value: Any) -> bytes:
     """``value`` as compact JSON (numpy and pandas values through their ``tolist``); ``ValueError``/``TypeError``."""
     try:
-        return json.dumps(value, default=_default, allow_nan=False, separators=(",", ":")).encode()
+        return _ENCODER.encode(value).encode()
     except RecursionError:
         raise ValueError("the value nests too deep to write as JSON") from None
 
@@ -75,3 +75,7 @@ def _default(value: Any) -> Any:
     if callable(tolist):
         return tolist()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_reject_constant)
+_ENCODER = json.JSONEncoder(default=_default, allow_nan=False, separators=(",", ":"))

@@ -4,7 +4,11 @@ The checkpoint holds an XGBoost (``model.ubj``), LightGBM (``model.txt``) or
 scikit-learn (``model.pkl``) model, and the trainer's ``preprocessor.pkl``
 (applied with ``transform_batch`` on a pandas DataFrame). The body is one row
 (a JSON object) or a list of rows; the answer is ``{"predictions": [...]}``.
-Concurrent requests are batched into one DataFrame.
+Concurrent requests are batched and scored in one call. Rows of numbers for a
+model without a preprocessor go to the model as one float64 array in its
+feature order (building a pandas DataFrame costs ~1 ms of CPU per batch, five
+times scoring a LogisticRegression); anything else (strings, a preprocessor,
+a custom predictor or http_adapter's frame) goes through a DataFrame.
 
 >>> app = serve.PredictorDeployment.bind(result.checkpoint)      # doctest: +SKIP
 >>> serve.run(app, name="taxi")                                   # doctest: +SKIP
@@ -32,6 +36,7 @@ __all__ = ["Predictor", "PredictorDeployment", "build_predictor", "load_model"]
 
 _MAX_ROWS = 10_000
 _MAX_STRING = 10_000
+_NUMERIC = frozenset({int, float, bool, type(None)})
 
 
 def load_model(folder: str) -> tuple[str, Any, list[str] | None]:
@@ -121,6 +126,7 @@ class Predictor:
         self.http_adapter = http_adapter
         self.custom: Any = None
         self.model: Any = None
+        self._array_ok = False
         if predictor_cls is not None:
             self.custom = build_predictor(predictor_cls, checkpoint, predictor_kwargs)
             self.kind, self.preprocessor = "custom", None
@@ -130,9 +136,43 @@ class Predictor:
                 self.kind, self.model, names = load_model(folder)
             self.preprocessor = load_preprocessor(checkpoint)
             self.features = list(feature_columns) if feature_columns is not None else names
+            # an array carries no names: for a scikit-learn model fitted with names, only when they match in order
+            self._array_ok = self.preprocessor is None and bool(self.features) and (
+                self.kind != "sklearn" or names is None or self.features == names)
+            if self._array_ok and self.kind == "sklearn" and names is not None:
+                _quiet_feature_names_warning()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="predictor")
 
+    def _numeric_rows(self, rows: list[dict[str, Any]]) -> Any:
+        """``rows`` as a float64 array in :attr:`features`' order, or None when the fast path does not apply.
+
+        It applies to a built-in model without a preprocessor whose feature
+        names are known (for scikit-learn, the ones it was fitted with, in
+        order), when every feature of every row is a number, a bool or null
+        (NaN, as in the DataFrame path). Anything else (a missing column, a
+        string) takes the DataFrame path, which says what is wrong.
+        """
+        features = self.features
+        if not self._array_ok or not features:
+            return None
+        import numpy as np
+
+        try:
+            table = [[row[name] for name in features] for row in rows]
+        except KeyError:
+            return None
+        if not all(type(value) in _NUMERIC for line in table for value in line):
+            return None
+        return np.array(table, dtype=np.float64)
+
     def _score(self, rows: list[dict[str, Any]]) -> list[Any]:
+        values = self._numeric_rows(rows)
+        if values is not None:
+            try:
+                out = self.model.inplace_predict(values) if self.kind == "xgboost" else self.model.predict(values)
+            except (ValueError, TypeError) as exc:
+                raise BadRequestError(f"the model could not score these rows: {exc}") from exc
+            return out.tolist()  # type: ignore[no-any-return]
         import pandas as pd
 
         frame = pd.DataFrame.from_records(rows)
@@ -206,6 +246,20 @@ class Predictor:
 
     async def __call__(self, body: Any) -> dict[str, Any]:
         return await self.predict(body)
+
+
+def _quiet_feature_names_warning() -> None:
+    """Silence, in this process, scikit-learn's warning that an array has no feature names.
+
+    The fast path (:meth:`Predictor._numeric_rows`) scores an array whose
+    columns are the model's ``feature_names_in_`` in order, which scikit-learn
+    cannot see and warns about on every call. A filter of the ``warnings``
+    module is process-wide (``catch_warnings`` around each call is not
+    thread-safe); this one matches that message only.
+    """
+    import warnings
+
+    warnings.filterwarnings("ignore", message="X does not have valid feature names, but", category=UserWarning)
 
 
 def build_predictor(predictor_cls: Any, checkpoint: Checkpoint, kwargs: dict[str, Any]) -> Any:

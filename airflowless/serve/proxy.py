@@ -99,9 +99,6 @@ async def _read_body(request: Request, options: HTTPOptions) -> bytes:
 
 async def _argument(request: Request, route: HTTPRoute, options: HTTPOptions) -> Any:
     """What the deployment's method gets: the request, or the parsed JSON body (``None`` for ``GET``)."""
-    header_bytes = sum(len(name) + len(value) + 4 for name, value in request.scope["headers"])
-    if header_bytes > options.max_header_bytes:  # uvicorn bounds only headers that arrive in pieces
-        raise _Refused(431, f"the headers must be at most {options.max_header_bytes} bytes, got {header_bytes}")
     if route.takes_request:
         return RequestData.of(request.scope, await _read_body(request, options))
     if request.method == "GET":
@@ -133,10 +130,14 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
         return None
 
     async def dispatch(request: Request) -> Response:
-        found = match(request.url.path)
+        header_bytes = sum(len(name) + len(value) + 4 for name, value in request.scope["headers"])
+        if header_bytes > options.max_header_bytes:  # the protocol bounds only headers that arrive in pieces
+            return _error(431, f"the headers must be at most {options.max_header_bytes} bytes, got {header_bytes}",
+                          close=True)
+        path = request.scope["path"]  # not request.url: building a URL object costs more than the rest of routing
+        found = match(path)
         if found is None:
-            return _error(404, f"no application serves {request.url.path!r}; routes are {sorted(routes)} "
-                               "(see GET /-/routes)")
+            return _error(404, f"no application serves {path!r}; routes are {sorted(routes)} (see GET /-/routes)")
         target, rest = found
         route = target.routes.get(rest)
         if route is None:
@@ -148,7 +149,7 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
             argument = await _argument(request, route, options)
         except _Refused as refused:
             if refused.status == 0:
-                logger.info("%s %s from %s: %s", request.method, request.url.path, _client(request), refused)
+                logger.info("%s %s from %s: %s", request.method, path, _client(request), refused)
                 return Response(status_code=499)  # nobody reads it: the client is gone
             return _error(refused.status, str(refused), close=refused.status in (408, 413, 431))
         try:

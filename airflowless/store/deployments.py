@@ -4,7 +4,9 @@ Used through :class:`~airflowless.store.store.Store` (this is a mixin of it).
 A row is written ``running`` when its application is deployed, and moves on
 to ``deleted`` (``serve.delete``), ``replaced`` (the application was deployed
 again), or ``stopped`` (``serve.shutdown``, or ``airflowless serve shutdown``).
-The replica count is the one at deploy time; autoscaling does not update it.
+The replica count is the one at deploy time, or the last one set by the control plane's scale
+action (``POST /airflowless/api/v1/deployments/{app}/{deployment}/scale`` rewrites the running rows);
+autoscaling does not update it.
 
 >>> from airflowless.store import open_store
 >>> store = open_store("sqlite://")

@@ -108,6 +108,9 @@ def make_engine(url: str) -> Engine:
             engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False},
                                    json_serializer=dumps)
         _prepare_sqlite(engine)
+        # many rows inserted at once go as one multi-row INSERT, not one SQLite step each (a Tune
+        # flush writes every report it heard; each step gives up the GIL to the scheduler's loop)
+        engine.dialect.use_insertmanyvalues_wo_returning = True
         return engine
     try:
         return create_engine(parsed, pool_pre_ping=True, pool_size=2, max_overflow=2, json_serializer=dumps)

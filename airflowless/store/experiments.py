@@ -82,7 +82,8 @@ class ExperimentRecords:
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def add_trials(self, experiment_id: int, trials: list[tuple[str, dict[str, Any], str]]) -> list[int]:
-        """:meth:`add_trial` for several ``(name, config, status)`` in one transaction (Tune starts trials so)."""
+        """:meth:`add_trial` for several ``(name, config, status)`` in one transaction (Tune starts trials so);
+        a name recorded already keeps its id, and takes this config and status."""
         if not trials:
             return []
         with self.engine.begin() as conn:
@@ -171,10 +172,16 @@ class ExperimentRecords:
 
 
 def _insert_trials(conn: Connection, experiment_id: int, trials: list[tuple[str, dict[str, Any], str]]) -> list[int]:
-    """The ids of ``(name, config, status)`` trials of the experiment, created unless a trial of that name is."""
+    """The ids of ``(name, config, status)`` trials of the experiment, created unless a trial of that name is;
+    such a record is the trial's again, with this config and status (a Tuner restored after its driver died
+    starts a trial whose record its saved state did not know)."""
     names = [name for name, _, _ in trials]
     existing = dict(conn.execute(select(schema.trials.c.name, schema.trials.c.id).where(and_(
         schema.trials.c.experiment_id == experiment_id, schema.trials.c.name.in_(names)))).all())
+    again = [{"record": existing[name], "status": status, "config": _plain(config)}
+             for name, config, status in trials if name in existing]
+    if again:
+        conn.execute(_UPDATE_TRIAL, again)
     now = _now()
     new: dict[str, dict[str, Any]] = {}
     for name, config, status in trials:

@@ -74,14 +74,19 @@ class Session:
     rendezvous: Any = None  # the group's Rendezvous: small values exchanged between its ranks
 
     def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None, *,
-               gather: Sequence[int] = ()) -> None:
+               gather: Sequence[int] = (), send: bool = True) -> None:
         """Send this step's report; ``gather`` (rank 0): ranks whose reports of the same step add
-        the metrics they computed (see ``gather.ReportGatherer``)."""
+        the metrics they computed (see ``gather.ReportGatherer``). ``send=False``: count the step and
+        answer a stop request, but send nothing (a rank whose metrics no report gathers)."""
         from .checkpoint import persist_directory
 
         if not isinstance(metrics, dict):
             raise TypeError(f"report takes a dict of metrics, got {type(metrics).__name__}")
         self.iteration += 1
+        if not send:
+            if self.should_stop is not None and self.should_stop():
+                raise StopRequested()
+            return
         step = self.start_iteration + self.iteration
         uri = None
         if checkpoint is not None and self.context.world_rank == 0:

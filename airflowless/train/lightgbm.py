@@ -17,6 +17,9 @@ against them (LightGBM raises when a binning one changed, which the key rules
 out) and its Booster takes only the Dataset's binning parameters from it, so no
 other parameter of one trial reaches another. A run resumed from a checkpoint
 builds its own: its Datasets carry the model's scores (``init_model``).
+The worker's budget counts them at their frames' size until they are binned,
+then at what the binned Datasets hold (:func:`dataset_bytes`, a byte or two per
+feature and row where the frame had up to eight).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from .checkpoint import Checkpoint
 from .context import _session, get_checkpoint, get_context, get_dataset_shard
 from .gbdt import GBDTTrainer, features_and_label, frame_bytes, report_model, shared_matrices
 
-__all__ = ["LightGBMTrainer", "MODEL_FILE", "binning_params", "scoring_ranks"]
+__all__ = ["LightGBMTrainer", "MODEL_FILE", "binning_params", "dataset_bytes", "scoring_ranks"]
 
 MODEL_FILE = "model.txt"
 
@@ -44,12 +47,46 @@ BINNING_PARAMS = ("bin_construct_sample_cnt", "categorical_feature", "data_rando
                   "two_round", "use_missing", "weight_column", "zero_as_missing")
 
 
-def binning_params(params: dict[str, Any]) -> dict[str, str]:
-    """The binning parameters in ``params`` (any of their aliases), by their main name."""
-    from lightgbm.basic import _ConfigAliases  # LightGBM's own alias table
+# What the trainer sets on every fit (the network differs from one fit to the next): no binning parameter.
+PER_FIT_PARAMS = ("local_listen_port", "machines", "num_machines", "num_threads", "time_out", "tree_learner", "verbose")
 
+
+def binning_params(params: dict[str, Any]) -> dict[str, str]:
+    """The binning parameters in ``params`` (any of their aliases), by their main name.
+
+    Without LightGBM's alias table (:func:`_param_aliases`), every parameter but those the trainer
+    sets per fit: kept Datasets then serve only fits with the same parameters, never a wrong one."""
+    aliases = _param_aliases()
+    if aliases is None:
+        return {name: repr(value) for name, value in sorted(params.items()) if name not in PER_FIT_PARAMS}
     return {name: repr(params[alias]) for name in BINNING_PARAMS
-            for alias in sorted(_ConfigAliases.get(name)) if alias in params}
+            for alias in sorted(aliases.get(name, [name])) if alias in params}
+
+
+def _param_aliases() -> dict[str, list[str]] | None:
+    """LightGBM's own table of parameter aliases (main name -> names), or None if this LightGBM has none.
+
+    LightGBM's Python package has no public API for it: its library dumps it (``LGBM_DumpParamAliases``
+    of the C API) and the private ``lightgbm.basic._ConfigAliases`` reads that; this is the one place
+    airflowless reaches into it, with :func:`binning_params`'s fallback when it is gone or changed.
+    """
+    try:
+        from lightgbm.basic import _ConfigAliases
+
+        return {name: sorted(_ConfigAliases.get(name)) for name in BINNING_PARAMS}
+    except Exception:  # renamed, moved or failing: the fallback is always right
+        return None
+
+
+def dataset_bytes(dataset: Any) -> int:
+    """The memory of a binned (constructed) ``lgb.Dataset`` whose raw data is freed: a byte per row for each
+    feature with up to 256 bins, two up to 65,536, four above (LightGBM's bins; a feature it dropped, as
+    constant, has none), and the label twice as float32 (LightGBM's and the Python copy). Sparse or
+    bundled features take less: the count is an upper bound, within 5% of what a dense Dataset holds
+    (tests/train/test_lightgbm_datasets_cache.py measures it)."""
+    bins = [dataset.feature_num_bin(i) for i in range(dataset.num_feature())]
+    per_row = sum(0 if n == 0 else 1 if n <= 256 else 2 if n <= 65_536 else 4 for n in bins)
+    return int(dataset.num_data()) * (per_row + 8)
 
 
 def scoring_ranks(datasets: list[str], world_size: int) -> dict[str, int]:
@@ -68,22 +105,24 @@ def _lightgbm_loop(config: dict[str, Any]) -> None:
         params.update({"tree_learner": params.get("tree_learner", "data"), **network})
     scorers: dict[str, int] = config["scoring_ranks"]
 
-    def build() -> tuple[tuple[Any, list[Any], list[str]], int]:
+    def build() -> tuple[tuple[Any, list[Any], list[str], dict[str, bool]], int]:
+        # counted at the frames' size until LightGBM bins them and frees the frames (free_raw_data), then
+        # at what the binned Datasets hold (_count_binned)
         x, y = features_and_label(get_dataset_shard("train"), config["label_column"])
         nbytes = frame_bytes(x)
-        train_set = lgb.Dataset(x, label=y)
+        train_set = lgb.Dataset(x, label=y, free_raw_data=True)
         valid_sets, valid_names = ([train_set], ["train"]) if rank == 0 else ([], [])
         for name in (n for n, r in scorers.items() if r == rank):
             xe, ye = features_and_label(get_dataset_shard(name), config["label_column"])
             nbytes += frame_bytes(xe)
-            valid_sets.append(lgb.Dataset(xe, label=ye, reference=train_set))
+            valid_sets.append(lgb.Dataset(xe, label=ye, reference=train_set, free_raw_data=True))
             valid_names.append(name)
-        return (train_set, valid_sets, valid_names), nbytes
+        return (train_set, valid_sets, valid_names, {"binned": False}), nbytes
 
     restored = get_checkpoint()
-    train_set, valid_sets, valid_names = shared_matrices(
-        config if restored is None else {**config, "prepared": None}, "lightgbm", binning_params(params), build,
-        _all_ranks_have, ready=lambda found: all(d._handle is not None for d in [found[0], *found[1]]))  # binned
+    kept = shared_matrices(config if restored is None else {**config, "prepared": None}, "lightgbm",
+                           binning_params(params), build, _all_ranks_have, ready=lambda found: found[3]["binned"])
+    train_set, valid_sets, valid_names, _ = kept
     gather = sorted({r for r in scorers.values() if r != 0}) if rank == 0 else []
     init_model = LightGBMTrainer.get_model(restored) if restored is not None else None
     done = init_model.current_iteration() if init_model is not None else 0
@@ -91,6 +130,8 @@ def _lightgbm_loop(config: dict[str, Any]) -> None:
     frequency = config["checkpoint_frequency"]
 
     def report_round(env: Any) -> None:
+        if not kept[3]["binned"]:  # the Booster is made: LightGBM has binned every Dataset it trains with
+            _count_binned(kept)
         round_ = done + env.iteration - env.begin_iteration + 1
         metrics: dict[str, Any] = {f"{data}-{metric}": value for data, metric, value, _ in env.evaluation_result_list}
         metrics["boosting_round"] = round_
@@ -105,6 +146,19 @@ def _lightgbm_loop(config: dict[str, Any]) -> None:
         with lightgbm_stdout_to_log(active=world > 1) as network_up:
             lgb.train(params, train_set, num_boost_round=total - done, valid_sets=valid_sets, valid_names=valid_names,
                       init_model=init_model, callbacks=[lambda env: network_up(), report_round])
+
+
+def _count_binned(kept: tuple[Any, list[Any], list[str], dict[str, bool]]) -> None:
+    """Mark a rank's Datasets binned (a next fit may train on them) and count them, if kept, at what they
+    hold now. The rank's own thread does it, in the first round: the binning is over (no other thread
+    reads a Dataset LightGBM is still building), the frames are freed."""
+    from .prepared import worker_matrices
+
+    kept[3]["binned"] = True
+    matrices = worker_matrices()
+    if matrices is not None:
+        unique = {id(d): d for d in [kept[0], *kept[1]]}
+        matrices.recount(kept, sum(dataset_bytes(d) for d in unique.values()))
 
 
 def _all_ranks_have(have: bool) -> bool:

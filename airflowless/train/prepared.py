@@ -330,6 +330,13 @@ class WorkerMatrices:
                 self._items.popitem(last=False)
                 self.counts["evictions"] += 1
 
+    def recount(self, value: Any, nbytes: int) -> None:
+        """Count ``value``, if kept, at ``nbytes`` from now on (LightGBM's Datasets shrink once binned)."""
+        with self._lock:
+            for key, (held, _, entry) in self._items.items():
+                if held is value:
+                    self._items[key] = (held, int(nbytes), entry)
+
     def drop_entries(self, entries: list[str]) -> None:
         with self._lock:
             for key in [k for k, (_, _, e) in self._items.items() if e in entries]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -150,17 +151,21 @@ class BaseTrainer:
             group_args = dict(client=client, name=type(self).__name__, num_workers=self.scaling_config.num_workers,
                               resources=self.scaling_config.rank_resources, backend=self._backend)
             with seconds.phase("placement"):
-                WorkerGroup(**group_args).check_capacity()  # type: ignore[arg-type]
                 self._backend.preload(client)  # the framework loads on the workers while data is prepared
-            with seconds.phase("records"):
-                recorder.start(name, self._config_for_record(), storage_dir)
+                WorkerGroup(**group_args).check_capacity()  # type: ignore[arg-type]
+            # the run's record is made while the data is prepared (a process's first fit imports the store)
+            recording = _Background(recorder.start, name, self._config_for_record(), storage_dir)
             self._tell_callbacks("on_start", name, self._config_for_record(), storage_dir)
             try:
                 with seconds.phase("data"):
                     datasets = self._prepare_datasets(client)
                     self._check_datasets(datasets)
+                with seconds.phase("records"):
+                    recording.wait()  # before the first report
                 result = self._run_attempts(client, group_args, datasets, recorder, storage_dir, name, start_step)
             except BaseException as exc:  # the record never says "running" for a fit that left
+                with contextlib.suppress(BaseException):  # its start ended (if it failed, exc says so)
+                    recording.wait()
                 recorder.end("errored", f"{type(exc).__name__}: {exc}".splitlines()[0], None, None)
                 self._tell_callbacks("on_end", Result(metrics=None, checkpoint=None, error=exc, path=storage_dir))
                 raise
@@ -321,6 +326,28 @@ class BaseTrainer:
 
     def _check_shards(self, assigned: list[dict[str, tuple[list[Any], int]]]) -> None:
         """Raise a ``TrainingDataError`` when a rank's shards cannot be trained on (a hook)."""
+
+
+class _Background:
+    """``call(*args)`` run in a thread from now on; :meth:`wait` returns once it ended, raising what it raised."""
+
+    def __init__(self, call: Callable[..., Any], *args: Any) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(call, args), name="airflowless-fit-record",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            call(*args)
+        except BaseException as exc:  # raised in the waiting thread
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 def _holders(client: Any, datasets: dict[str, Any]) -> list[str]:

@@ -21,10 +21,10 @@ from typing import Any
 
 from .backends.xgboost import XGBoostBackend
 from .checkpoint import Checkpoint
-from .context import get_checkpoint, get_context, get_dataset_shard, report
-from .gbdt import GBDTTrainer, features_and_label, frame_bytes, report_model, shared_matrices
+from .context import _session, get_checkpoint, get_context, get_dataset_shard, report
+from .gbdt import GBDTTrainer, features_and_label, report_model, shared_matrices
 
-__all__ = ["XGBoostTrainer", "MODEL_FILE"]
+__all__ = ["XGBoostTrainer", "MODEL_FILE", "matrix_bytes"]
 
 MODEL_FILE = "model.ubj"
 
@@ -37,16 +37,16 @@ def _xgboost_loop(config: dict[str, Any]) -> None:
 
     def build() -> tuple[list[Any], int]:
         x, y = features_and_label(get_dataset_shard("train"), config["label_column"])
-        nbytes = frame_bytes(x)
-        dtrain: xgb.DMatrix = (xgb.QuantileDMatrix(x, label=y, max_bin=params.get("max_bin"))
-                               if params["tree_method"] == "hist" else xgb.DMatrix(x, label=y))
+        # built with the rank's own CPUs (ranks share the machine), as it trains
+        threads = params["nthread"]
+        dtrain: xgb.DMatrix = (xgb.QuantileDMatrix(x, label=y, max_bin=params.get("max_bin"), nthread=threads)
+                               if params["tree_method"] == "hist" else xgb.DMatrix(x, label=y, nthread=threads))
         built: list[tuple[xgb.DMatrix, str]] = [(dtrain, "train")]
         for name in config["datasets"]:
             if name != "train":
                 xe, ye = features_and_label(get_dataset_shard(name), config["label_column"])
-                nbytes += frame_bytes(xe)
-                built.append((xgb.DMatrix(xe, label=ye), name))
-        return built, nbytes
+                built.append((xgb.DMatrix(xe, label=ye, nthread=threads), name))
+        return built, sum(matrix_bytes(matrix, params.get("max_bin")) for matrix, _ in built)
 
     evals = shared_matrices(config, "xgboost", binning, build, _all_ranks_have)
     dtrain = evals[0][0]
@@ -68,13 +68,39 @@ def _xgboost_loop(config: dict[str, Any]) -> None:
             if rank == 0 and (round_ == total or (frequency and round_ % frequency == 0)):
                 report_model(metrics, lambda folder: model.save_model(os.path.join(folder, MODEL_FILE)),
                              config["preprocessor"])
-            else:
+            elif rank == 0:
                 report(metrics)
+            else:  # only rank 0's reports are kept: the others answer a stop request, and send nothing
+                _session().report(metrics, send=False)
             return False
 
     if total - done > 0:
         xgb.train(params, dtrain, num_boost_round=total - done, evals=evals, xgb_model=booster,
                   callbacks=[Report()], verbose_eval=False)
+
+
+def matrix_bytes(matrix: Any, max_bin: int | None = None) -> int:
+    """The memory of an XGBoost ``DMatrix`` or ``QuantileDMatrix`` (what a rank's kept matrices count as).
+
+    A DMatrix holds every present value as 8 bytes (its feature and value) and each row's offset (8) and
+    label (4), whatever the frame's dtypes. A QuantileDMatrix holds each value's bin by row and by column
+    (a byte up to 256 bins, XGBoost's default, two up to 65,536) and each row's offset and label; with
+    values missing, its columns hold every cell and a bit saying whether it is missing, and present
+    values 3 bytes more (fitted to measures). Within 15% of what malloc holds, a DMatrix within 1%
+    (tests/train/test_prepared_cache.py); a float64 frame of the same rows is 3 to 4 times a dense
+    QuantileDMatrix's size.
+    """
+    import xgboost as xgb
+
+    rows, present = int(matrix.num_row()), int(matrix.num_nonmissing())
+    if not isinstance(matrix, xgb.QuantileDMatrix):
+        return present * 8 + rows * 12
+    bins = 256 if max_bin is None else int(max_bin)
+    per_bin = 1 if bins <= 256 else 2 if bins <= 65_536 else 4
+    cells = rows * int(matrix.num_col())
+    if present == cells:
+        return present * 2 * per_bin + rows * 12
+    return present * (per_bin + 3) + cells * per_bin + cells // 8 + rows * 12
 
 
 def _all_ranks_have(have: bool) -> bool:

@@ -17,6 +17,13 @@ Lifecycle of one run on a worker::
 A parked run lives in this worker process only: if the worker leaves, the
 resume task lands elsewhere, finds nothing and raises :class:`ParkedTrialLost`;
 the Tuner then restarts the trial from its checkpoint.
+
+What a run says goes to the Tuner's topic, in order: ``{"trial", "reports": [...]}``
+messages, then one ``"outcome"`` message when its task ends or parks (the task's
+return value, sent with the last reports). A report the driver must answer, or
+one carrying a checkpoint, goes at once; otherwise reports wait on the worker at
+most ``REPORT_BATCH_S`` and go together, so a trial of many quick reports costs
+the scheduler and the driver a message or two, not one per report.
 """
 
 from __future__ import annotations
@@ -28,12 +35,14 @@ from typing import Any
 
 from ..train.checkpoint import Checkpoint
 from ..train.context import Session, StopRequested, TrainContext, session_scope
+from .pickled import Sealed
 
 __all__ = ["run_function_trial", "resume_function_trial", "release_function_trial", "stop_function_trial",
            "ParkedTrialLost", "PARK_TIMEOUT"]
 
 PARK_TIMEOUT = 1800.0  # seconds a paused run waits to be resumed before it ends (an abandoned experiment)
 DECISION_TIMEOUT = 300.0  # seconds a report waits for the driver's answer before going on
+REPORT_BATCH_S = 0.05  # the longest a report waits on the worker to go with the next ones
 
 _parked: dict[str, _Run] = {}  # run key -> a paused run waiting on this worker
 _active: dict[str, _Run] = {}  # run key -> a run whose function is alive on this worker
@@ -56,11 +65,23 @@ class _Run:
         self.sent = 0
         self.stop_requested = False  # set by stop_function_trial: the run stops at its next report
         self._decisions: Any = None
+        self._unsent: list[dict[str, Any]] = []
+        self._sending = threading.Lock()  # keeps the topic's messages in the order of the reports
 
     def report(self, message: dict[str, Any]) -> None:
-        """Send a report to the Tuner (on its topic)."""
-        self.sent += 1
-        self.worker.log_event(self.topic, {"trial": self.trial_id, **message})
+        """A report for the Tuner: sent now if it is answered or carries a checkpoint, else soon (see the module)."""
+        with self._sending:
+            self.sent += 1
+            self._unsent.append(message)
+        if self.decisions_name is not None or message.get("checkpoint"):
+            self.send()
+
+    def send(self, **outcome: Any) -> None:
+        """Send the reports not sent yet (and ``outcome``, if given) in one message on the Tuner's topic."""
+        with self._sending:
+            reports, self._unsent = self._unsent, []
+            if reports or outcome:
+                self.worker.log_event(self.topic, {"trial": self.trial_id, "reports": reports, **outcome})
 
     def should_stop(self) -> bool:
         """Called after each report: wait for the driver's answer (and park on PAUSE)."""
@@ -92,24 +113,34 @@ class _Run:
     def drive(self) -> dict[str, Any]:
         """Wait, in the task's thread, until the run ends or parks; what the Tuner needs to know.
 
-        It is also sent on the Tuner's topic, after the run's reports, naming this task: the
-        Tuner reads it there instead of fetching the task's result from this worker.
+        It is also sent on the Tuner's topic, with the run's last reports, naming this task:
+        the Tuner reads it there instead of fetching the task's result from this worker.
+        While it waits, it sends the reports that waited ``REPORT_BATCH_S``.
         """
-        kind, error = self.outcomes.get()
+        while True:
+            try:
+                kind, error = self.outcomes.get(timeout=REPORT_BATCH_S)
+                break
+            except queue.Empty:
+                self.send()
         if error is not None:
+            self.send()  # the reports before the error
             raise error
         said = {"sent": self.sent, "parked": kind == "paused", "worker": self.worker.address}
-        self.worker.log_event(self.topic, {"trial": self.trial_id, "event": "outcome",
-                                           "task": self.worker.get_current_task(), **said})
+        self.send(event="outcome", task=self.worker.get_current_task(), **said)
         return said
 
 
 def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: str, storage_dir: str,
                        checkpoint: str | None, decisions: str | None, start_iteration: int,
                        run_key: str) -> dict[str, Any]:
-    """The task starting a function trial: returns ``{"sent", "parked", "worker"}`` when it ends or pauses."""
+    """The task starting a function trial: returns ``{"sent", "parked", "worker"}`` when it ends or pauses.
+
+    ``fn``: the trainable, or a :class:`~.pickled.Sealed` one (opened here, on the worker)."""
     from distributed import get_worker
 
+    if isinstance(fn, Sealed):
+        fn = fn.open()
     run = _Run(run_key, decisions, topic, trial_id, get_worker())
     session = Session(TrainContext(trial_name=trial_id, trial_id=trial_id, trial_dir=storage_dir), run.report,
                       storage_dir, Checkpoint(checkpoint) if checkpoint else None, {}, run.should_stop,

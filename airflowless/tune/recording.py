@@ -73,8 +73,10 @@ class ExperimentRecorder:
             self._updates.setdefault(trial.record_id, {}).update(fields)
 
     def trials_starting(self, trials: list[Trial]) -> None:
-        """Flush, creating the records of trials about to start in the same transaction (else one
-        each in :meth:`trial_started`)."""
+        """Trials starting now (what :meth:`trial_started` records for one), with what was heard, in one
+        transaction: new ones get their records, restarted ones are running again."""
+        for trial in trials:  # (those with records; a new record is made running, with its config)
+            self._update(trial, status="running", restarts=trial.restarts, config=trial.config)
         self.flush(starting=trials)
 
     def trial_started(self, trial: Trial) -> None:

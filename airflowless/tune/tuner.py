@@ -29,7 +29,7 @@ import cloudpickle
 import fsspec
 
 from ..errors import ConfigError
-from ..integrity import read_signed, write_signed
+from ..integrity import current_key, read_signed, write_signed
 from ..names import join_under
 from ..train.checkpoint import Checkpoint
 from ..train.config import RunConfig
@@ -177,12 +177,23 @@ class Tuner:
                                   config=trial.config))
         return ResultGrid(results, metric=self.tune_config.metric, mode=self.tune_config.mode, path=path)
 
-    def _save_state(self, controller: TuneController, experiment_id: int | None, trainable: PickledOnce) -> None:
-        """``trainable``: this Tuner's, pickled once for the whole run."""
+    def _save_state(self, controller: TuneController, experiment_id: int | None, trainable: PickledOnce, *,
+                    ended: dict[str, PickledOnce] | None = None, key: bytes | None = None) -> None:
+        """``trainable``: this Tuner's, pickled once for the whole run; ``ended``: trials that ended for good,
+        pickled once (filled here), so that a save costs what the running trials and the searcher do;
+        ``key``: the signing key (looked up once by the loop)."""
+        controller_state = controller.get_state()
+        if ended is not None:
+            trials: dict[str, Any] = {}
+            for trial_id, trial in controller_state["trials"].items():
+                if trial.finished and trial_id not in ended:
+                    ended[trial_id] = PickledOnce(trial)
+                trials[trial_id] = ended.get(trial_id, trial)
+            controller_state = {**controller_state, "trials": trials}
         state = {"name": self.name, "trainable": trainable, "param_space": self.param_space,
                  "tune_config": self.tune_config, "run_config": self.run_config,
-                 "controller": controller.get_state(), "experiment_id": experiment_id}
-        write_signed(f"{self.path}/{STATE_FILE}", cloudpickle.dumps(state))  # signed: restore checks it
+                 "controller": controller_state, "experiment_id": experiment_id}
+        write_signed(f"{self.path}/{STATE_FILE}", cloudpickle.dumps(state), key=key)  # signed: restore checks it
 
 
 class _Loop:
@@ -197,8 +208,13 @@ class _Loop:
         # sent with every function trial's task and saved with every state: pickled once (after
         # put_objects, so a with_parameters trainable's objects stay on the cluster)
         self.trainable = PickledOnce(tuner.trainable)
+        self.sealed = self.trainable.sealed()  # as tasks carry it: opened on the workers, not on the scheduler
+        self.ended: dict[str, PickledOnce] = {}  # trials that ended for good, pickled once for every later save
+        self.key = current_key()  # signs every saved state
         self.outcomes: dict[str, dict[str, Any]] = {}  # task key -> what its run said on the topic
-        self.futures: dict[str, Any] = {}
+        self.futures: dict[str, Any] = {}  # function trial -> the task running it now
+        self.ending: list[Any] = []  # tasks whose outcome was heard, kept until they end on the cluster
+        self.starting: list[tuple[str, tuple[Any, ...]]] = []  # function trials to submit this turn: (id, args)
         self.threads: dict[str, TrainerTrial] = {}
         self.expected: dict[str, tuple[dict[str, Any], float]] = {}  # trial -> (what its task said, when)
         self.runs: dict[str, str] = {}  # function trial -> the key of its run on a worker
@@ -243,11 +259,6 @@ class _Loop:
             while True:
                 self.callbacks.step_begin()
                 actions = self.controller.next_actions()
-                # one transaction: what was heard, and the records of the trials about to start
-                self.recorder.trials_starting([a.trial for a in actions if isinstance(a, Start)])
-                if len(self.controller.trials) != saved_trials:  # new trials are in the state before they run
-                    self._save()
-                    last_save, saved_trials = time.monotonic(), len(self.controller.trials)
                 for action in actions:
                     if isinstance(action, Start):
                         self._start(action)
@@ -255,6 +266,16 @@ class _Loop:
                         self._resume(action.trial.trial_id)
                     else:
                         self._stop(action.trial.trial_id)
+                self._submit_starting()  # the trials go first; what they report is heard after this
+                started = [a.trial for a in actions if isinstance(a, Start)]
+                # one transaction: what was heard, and the records of the trials just started
+                self.recorder.trials_starting(started)
+                for trial in started:
+                    self.callbacks.trial_started(trial)
+                if len(self.controller.trials) != saved_trials:
+                    # new trials are in the state before any report of theirs is recorded (see _save)
+                    self._save()
+                    last_save, saved_trials = time.monotonic(), len(self.controller.trials)
                 self._drain(timeout=0.05)
                 self._finish_ended_tasks()
                 self.recorder.flush_if_due()
@@ -284,16 +305,22 @@ class _Loop:
         self.callbacks.experiment_end()
 
     def _save(self) -> None:
-        """Save the experiment's state, the store's record first: the state never knows more than the store."""
+        """Save the experiment's state, the store's record first: the state never knows more than the store.
+
+        A turn submits its new trials, creates their records, then saves the state: their reports
+        are recorded by later flushes, so a record the saved state does not know (its driver was
+        killed in between) holds no report; the restored searcher suggests that trial again under
+        the same name, and it runs with that record (see ``ExperimentRecords.add_trials``): its config
+        and status are set in the transaction of that turn.
+        """
         self.recorder.flush()
-        self.tuner._save_state(self.controller, self.recorder.experiment_id, self.trainable)
+        self.tuner._save_state(self.controller, self.recorder.experiment_id, self.trainable, ended=self.ended,
+                               key=self.key)
 
     def _start(self, action: Start) -> None:
         trial = action.trial
         storage_dir = f"{self.path}/{trial.trial_id}"
-        trial.path = storage_dir
-        self.recorder.trial_started(trial)
-        self.callbacks.trial_started(trial)
+        trial.path = storage_dir  # (the record and the callbacks hear of the start once it is submitted)
         start_iteration = action.iteration  # a restarted trial numbers its reports on from its checkpoint
         self.received[trial.trial_id] = 0
         self.seen[trial.trial_id] = {it for it in self.seen.get(trial.trial_id, ()) if it <= start_iteration}
@@ -308,16 +335,24 @@ class _Loop:
             self._release(trial.trial_id)
         run_key = f"{self.topic}-{trial.trial_id}-{next(self.numbers)}"
         self.runs[trial.trial_id] = run_key
+        self.starting.append((trial.trial_id, (self.sealed, trial.config, trial.trial_id, self.topic, storage_dir,
+                                               action.checkpoint, stop_name, start_iteration, run_key)))
+
+    def _submit_starting(self) -> None:
+        """The function trials started this turn go to the scheduler together, as one graph."""
+        if not self.starting:
+            return
+        starting, self.starting = self.starting, []
         trainable = self.tuner.trainable
         task: Any = run_function_trial
-        inputs: tuple[Any, ...] = ()
+        inputs: list[Any] = []
         if isinstance(trainable, ParameterizedTrainable):  # its objects are inputs: Dask moves them, once a worker
-            task, inputs = run_parameterized_trial, (trainable.put_objects(self.client),)
-        future = self.client.submit(task, *inputs, self.trainable, trial.config, trial.trial_id,
-                                    self.topic, storage_dir, action.checkpoint, stop_name, start_iteration,
-                                    run_key, key=self._task_key(trial.trial_id),
-                                    resources=self._resources, pure=False, retries=0)
-        self._watch(trial.trial_id, future)
+            task, inputs = run_parameterized_trial, [[trainable.put_objects(self.client)] * len(starting)]
+        columns = [list(column) for column in zip(*(args for _, args in starting), strict=True)]
+        futures = self.client.map(task, *inputs, *columns, key=[self._task_key(tid) for tid, _ in starting],
+                                  resources=self._resources, pure=False, retries=0)
+        for (trial_id, _), future in zip(starting, futures, strict=True):
+            self._watch(trial_id, future)
 
     @property
     def _resources(self) -> dict[str, float]:
@@ -327,7 +362,7 @@ class _Loop:
         return f"trial-{trial_id}{kind}-{self.topic.rsplit('-', 1)[-1]}-{next(self.numbers)}"
 
     def _watch(self, trial_id: str, future: Any) -> None:
-        future.add_done_callback(lambda f: self.events.put(("ended", trial_id, f)))
+        """The trial's task: it ends when its outcome comes on the topic (see :meth:`_finish_ended_tasks`)."""
         self.futures[trial_id] = future
 
     def _resume(self, trial_id: str) -> None:
@@ -384,31 +419,21 @@ class _Loop:
 
     def _handle(self, item: Any) -> None:
         kind = item[0]
-        if kind == "message":
+        if kind == "message":  # a function trial's reports, and its task's outcome once it ended or paused
             message = item[1]
-            if message.get("event") == "outcome":  # a task's run ended or paused: what it said
-                self.outcomes[message["task"]] = message
-                return
-            if message.get("event") != "report" and "metrics" not in message:
-                return
             trial_id = message["trial"]
-            self.received[trial_id] = self.received.get(trial_id, 0) + 1
-            self._result(trial_id, {**message["metrics"], "training_iteration": message["step"],
-                                    "checkpoint_uri": message.get("checkpoint")})
+            for report in message.get("reports", ()):
+                self.received[trial_id] = self.received.get(trial_id, 0) + 1
+                self._result(trial_id, {**report["metrics"], "training_iteration": report["step"],
+                                        "checkpoint_uri": report.get("checkpoint")})
+            if message.get("event") == "outcome":
+                self.outcomes[message["task"]] = message
         elif kind == "result":
             try:
                 self._result(item[1], item[2])
             finally:
                 if len(item) > 3:
                     item[3].set()  # a Trainer trial waiting for the decision on this report goes on
-        elif kind == "ended":
-            trial_id, future = item[1], item[2]
-            said = self.outcomes.pop(future.key, None)
-            if future.status != "finished":
-                said = {"sent": -1}
-            elif said is None:  # not heard on the topic (yet): ask the worker
-                said = future.result()
-            self.expected[trial_id] = (said, time.monotonic())
         elif kind == "done":
             trial_id = item[1]
             self.threads.pop(trial_id, None)
@@ -490,11 +515,34 @@ class _Loop:
         self.callbacks.trial_ended(trial)
 
     def _finish_ended_tasks(self) -> None:
-        """A function trial is complete once its task ended and all its reports arrived (events may lag)."""
+        """Settle the function trials whose task ended or parked, by the outcome their run sent.
+
+        One path: a run sends its reports, then its outcome (the task's return value), on the
+        Tuner's topic; the scheduler passes them on in that order, before it says the task
+        finished, so the outcome settles the trial without a round trip to its worker. The
+        future is looked at only for what sends no outcome: a task that raised (the
+        function's error, or a paused run lost with its worker) or was lost. A finished task
+        whose outcome never came (a lost message: a client that reconnected lost its
+        subscription) has its result, the same outcome, fetched instead. Reports missing
+        after the outcome (lost too) are read from the topic's history after a while.
+        """
+        self.ending = [future for future in self.ending if future.status == "pending"]
+        if any(f.status != "pending" and f.key not in self.outcomes and tid not in self.expected
+               for tid, f in self.futures.items()):
+            self._drain(timeout=0)  # what those tasks sent before they ended is queued by now
+        now = time.monotonic()
+        for trial_id, future in self.futures.items():
+            if trial_id in self.expected:
+                continue
+            said = self.outcomes.pop(future.key, None)
+            if said is None and future.status == "pending":
+                continue
+            if said is None:
+                said = future.result() if future.status == "finished" else {"failed": True}
+            self.expected[trial_id] = (said, now)
         for trial_id, (said, ended) in list(self.expected.items()):
             future = self.futures[trial_id]
-            sent = int(said["sent"])
-            if future.status != "finished":
+            if said.get("failed"):
                 del self.expected[trial_id]
                 del self.futures[trial_id]
                 try:
@@ -508,21 +556,21 @@ class _Loop:
                 else:
                     self._error(trial_id, error)
                 continue
+            sent = int(said["sent"])
             if self.received.get(trial_id, 0) < sent and time.monotonic() - ended < 5.0:
                 continue
-            if self.received.get(trial_id, 0) < sent:  # late: read the topic's history
+            if self.received.get(trial_id, 0) < sent:  # late: read the topic's history (reports seen are kept once)
                 for _, message in self.client.get_events(self.topic):
                     if message.get("trial") == trial_id:
-                        self._handle(("message", message))
+                        self._handle(("message", {k: v for k, v in message.items() if k != "event"}))
             del self.expected[trial_id]
             del self.futures[trial_id]
+            self.ending.append(future)
             if said.get("parked"):
                 self._paused(trial_id, worker=said["worker"])
                 continue
             self.controller.on_complete(trial_id)
             self._ended(self.controller.trials[trial_id])
-
-
 
 
 def _flat_config(config: dict[str, Any], prefix: str = "") -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
+from .pickled import Sealed
 
 __all__ = ["with_parameters", "with_resources", "ParameterizedTrainable", "run_parameterized_trial"]
 
@@ -48,11 +49,12 @@ class ParameterizedTrainable:
         return f"ParameterizedTrainable({self.__name__}, objects={sorted(self.objects)}, resources={self.resources})"
 
 
-def run_parameterized_trial(objects: dict[str, Any], trainable: ParameterizedTrainable, *args: Any) -> Any:
+def run_parameterized_trial(objects: dict[str, Any], trainable: ParameterizedTrainable | Sealed, *args: Any) -> Any:
     """The task of a trial whose objects Dask resolved from their futures (fetched once per worker, as inputs)."""
     from .function_trial import run_function_trial
 
-    return run_function_trial(ParameterizedTrainable(trainable.fn, objects, trainable.resources), *args)
+    opened: ParameterizedTrainable = trainable.open() if isinstance(trainable, Sealed) else trainable
+    return run_function_trial(ParameterizedTrainable(opened.fn, objects, opened.resources), *args)
 
 
 def _as_parameterized(trainable: Any, where: str) -> ParameterizedTrainable:

@@ -222,6 +222,96 @@ def test_experiment_pages_curves_live_then_best(browser: Browser, dashboard: str
     assert name in dom and "3 completed" in dom
 
 
+# -- the experiment page redraws only what moved ---------------------------------------------
+
+WATCH = """(() => {
+  performance.setResourceTimingBufferSize(100000);
+  window.afMutations = [];
+  window.afRefreshed = 0;  // the status line is rewritten once each refresh has finished drawing
+  new MutationObserver(() => { window.afRefreshed += 1; })
+    .observe(document.getElementById('status'), {childList: true, characterData: true, subtree: true});
+  new MutationObserver((records) => { window.afMutations.push(...records); })
+    .observe(document.getElementById('content'), {subtree: true, childList: true, attributes: true, characterData: true});
+  return true;
+})()"""
+
+# where each DOM change since WATCH happened: "row <trial or stage>", "curve <trial>", "stage graph"
+# or the element's tag and class
+TOUCHED = """[...new Set(window.afMutations.map((m) => {
+  const node = m.target.nodeType === 1 ? m.target : m.target.parentElement;
+  const row = node.closest('table.trials tbody tr');
+  if (row) return 'row ' + row.querySelector('a').textContent;
+  const stage = node.closest('table.stages tbody tr');
+  if (stage) return 'row ' + stage.querySelector('td').textContent;
+  if (node.closest('svg.af-graph') || node.matches('#graph .body')) return 'stage graph';
+  const path = node.closest('path.curve');
+  if (path) return 'curve ' + path.dataset.series;
+  return node.tagName.toLowerCase() + '.' + (node.getAttribute('class') || '') + ' ' + m.type + ' ' + (m.attributeName || '');
+}))].sort()"""
+
+
+def _refreshes(browser: Browser) -> int:
+    """How many refreshes of the page have finished since WATCH."""
+    return int(browser.evaluate("window.afRefreshed"))
+
+
+def test_experiment_page_redraws_only_what_changed(browser: Browser, dashboard: str) -> None:
+    """A refresh where nothing moved changes nothing in the page; one where a trial reported
+    touches that trial's row and curve only (the record's axes range stays the same)."""
+    store = open_store()
+    experiment_id = store.create_experiment(f"pages-quiet-{uuid.uuid4().hex[:6]}", kind="tune", config={},
+                                            metric="loss", mode="min")
+    trial_ids = []
+    for i in range(4):
+        trial_id = store.add_trial(experiment_id, f"quiet_{i}", config={"x": i}, status="running")
+        steps = 2 if i == 2 else 5
+        for step in range(1, steps + 1):
+            store.add_metrics(trial_id, step, {"loss": (i + 1) / step, "training_iteration": step})
+        store.update_trial(trial_id, iterations=steps, last_metrics={"loss": (i + 1) / steps})
+        trial_ids.append(trial_id)
+    path = f"airflowless/experiments/{experiment_id}"
+    show(browser, dashboard, path, None, until=f"{count('path.curve')} === 4 && {count('path.curve.best')} === 1")
+    answered = browser.evaluate("AF.fetches.notModified")
+    assert browser.evaluate(WATCH)
+    eventually(lambda: _refreshes(browser) >= 1, timeout=30, interval=0.1)
+    # the unchanged experiment came back as a 304 (If-None-Match with the last ETag), no body downloaded
+    eventually(lambda: browser.evaluate("AF.fetches.notModified") > answered, timeout=30, interval=0.1)
+    assert browser.evaluate(TOUCHED) == []  # a refresh, nothing new in the record: no DOM change at all
+
+    held = trial_ids[2]  # a third report inside the range drawn (x 1..5, loss 0.2..4), not the best
+    store.add_metrics(held, 3, {"loss": 1.0, "training_iteration": 3})
+    store.update_trial(held, iterations=3, last_metrics={"loss": 1.0})
+    eventually(lambda: browser.evaluate(
+        "(document.querySelector('path.curve[data-series=quiet_2]').getAttribute('d').match(/L/g) || []).length") == 2,
+        timeout=30, interval=0.1)
+    seen = _refreshes(browser)
+    eventually(lambda: _refreshes(browser) >= seen + 1, timeout=30, interval=0.1)  # and one more, quiet
+    assert browser.evaluate(TOUCHED) == ["curve quiet_2", "row quiet_2"]
+    asked = browser.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
+    assert any(url.endswith(f"/experiments/{experiment_id}/metrics?trial={held}") for url in asked), asked
+    row = browser.evaluate("[...document.querySelectorAll('table.trials tbody tr')]"
+                           ".find((tr) => tr.querySelector('a').textContent === 'quiet_2').textContent")
+    assert "3" in row and "running" in row
+
+
+def test_run_page_redraws_only_what_changed(browser: Browser, dashboard: str) -> None:
+    """The run page too: a quiet refresh changes nothing; a stage finishing changes its node and its row."""
+    store = open_store()
+    run_id = store.create_run("pages_quiet_run", module="quiet", params={})
+    store.add_stages(run_id, [
+        {"node": "first", "stage": "first", "status": "succeeded", "upstream": [], "cache_key": "c" * 64},
+        {"node": "second", "stage": "second", "status": "running", "upstream": ["first"], "cache_key": "d" * 64}])
+    show(browser, dashboard, f"airflowless/runs/{run_id}", None, until=count("table.stages tbody tr") + " === 2")
+    assert browser.evaluate(WATCH)
+    eventually(lambda: _refreshes(browser) >= 1, timeout=30, interval=0.1)
+    assert browser.evaluate(TOUCHED) == []
+    store.update_stage(run_id, "second", status="succeeded")
+    eventually(lambda: browser.evaluate(count("g.stage[data-status=succeeded]")) == 2, timeout=30, interval=0.1)
+    touched = browser.evaluate(TOUCHED)
+    assert touched and all(" graph" in t or t == "row second" for t in touched), touched
+    assert browser.evaluate("document.querySelector('table.stages tbody tr:first-child td').textContent") == "first"
+
+
 # -- serve: an application with two replicas -------------------------------------------------
 
 @serve.deployment(num_replicas=2)

@@ -19,6 +19,7 @@ import pytest
 
 from airflowless.control import mount
 from airflowless.store import open_store
+from tests.conftest import require_module
 from tests.control.conftest import call
 from tests.support.eventually import eventually
 from tests.support.pages import fetch
@@ -146,3 +147,14 @@ def test_preload_honours_the_dashboard_prefix(dask_scheduler: dict[str, Any]) ->
     status, nav, _ = fetch(dashboard + "status")  # the Dask dashboard's own "airflowless" entry is relative
     assert status == 200 and 'href="airflowless"' in nav
     assert fetch(dashboard.removesuffix("dask/") + "airflowless/")[0] == 404  # nothing left outside the prefix
+
+    # the API's document names the prefix as its server, so an OpenAPI client reaches the routes under it
+    status, document = call(link + "api/v1/openapi.json")
+    assert status == 200 and [server["url"] for server in document["servers"]] == ["/dask"]
+    assert "/airflowless/api/v1/runs" in document["paths"]
+    schemathesis: Any = require_module("schemathesis")  # an OpenAPI client, reading the document where it is served
+    schema = schemathesis.openapi.from_url(link + "api/v1/openapi.json")
+    assert schema.get_base_url() == dashboard.rstrip("/")
+    response = schema["/airflowless/api/v1/runs"]["GET"].Case(query={"limit": 5}).call()
+    assert response.status_code == 200 and response.json() == {"runs": []}
+    assert response.request.url == dashboard + "airflowless/api/v1/runs?limit=5"

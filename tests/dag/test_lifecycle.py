@@ -199,13 +199,21 @@ def test_a_signalled_driver_records_its_run_cancelled(
     store.close()
 
 
-def test_the_scheduler_dying_fails_the_run_and_settles_every_stage(workdir: Path, db_url: str,
+@pytest.mark.parametrize("hold", ["running", "written"])
+def test_the_scheduler_dying_fails_the_run_and_settles_every_stage(hold: str, workdir: Path, db_url: str,
                                                                    tmp_path: Path) -> None:
+    """``written``: ``hold`` wrote its output, but the scheduler died before the driver heard of it."""
     doomed = start_process_cluster(n_workers=1, resources={"CPU": 1}, log_dir=tmp_path / "logs")
     try:
         store = open_store(db_url)
         driver = _driver(workdir, doomed.address, db_url)
         run_id = _holding(store, workdir)
+        if hold == "written":
+            os.kill(doomed.scheduler_pid, signal.SIGSTOP)  # the worker finishes, the scheduler hears nothing
+            (workdir / "go").touch()
+            home = tmp_path / "home"
+            eventually(lambda: [p for p in home.rglob("*.pkl") if "hold" in str(p.relative_to(home))], timeout=60,
+                       message=lambda: f"no output of hold under {home}")
         os.killpg(doomed.scheduler_pid, signal.SIGKILL)
         code, _, err = _ended(driver)
     finally:
@@ -217,5 +225,8 @@ def test_the_scheduler_dying_fails_the_run_and_settles_every_stage(workdir: Path
                      f"and resume with: airflowless run {workdir / 'held.py'} --resume {run_id}"], err
     record = store.get_run(run_id)
     assert record.status == RunStatus.FAILED and "went away" in (record.error or "")
-    assert _statuses(store, run_id) == {"make": "succeeded", "hold": "failed", "after": "skipped"}
+    hold_status = "failed" if hold == "running" else "succeeded"
+    assert _statuses(store, run_id) == {"make": "succeeded", "hold": hold_status, "after": "skipped"}
+    if hold == "written":  # its output is recorded, so resuming the run reuses it
+        assert store.get_run(run_id).stage("hold").output_uri
     store.close()

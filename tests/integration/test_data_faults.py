@@ -19,8 +19,8 @@ import json, sys, time
 import airflowless
 from airflowless import data
 
-def slow(batch):
-    time.sleep(0.25)
+def slow(batch):  # 48 blocks of 0.1 s on 2 workers: the stream is still going when the worker is killed
+    time.sleep(0.1)
     return {"id": batch["id"], "double": batch["id"] * 2}
 
 airflowless.init(sys.argv[1], quiet=True)

@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import select
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +50,24 @@ def _environ(folder: Path, name: str) -> dict[str, str]:
     return environ
 
 
+# Answers each scheduler address read from stdin with one JSON line: the workers it knows, by name.
+_PROBE = """
+import json, sys, distributed
+for address in sys.stdin:
+    try:
+        with distributed.Client(address.strip(), timeout=10) as client:
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+        print(json.dumps({"workers": {w["name"]: a for a, w in workers.items()}}), flush=True)
+    except Exception as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+"""
+
+
 @dataclass
 class Hosts:
     network: Network
     folder: Path
+    _probe: subprocess.Popen[str] | None = field(default=None, repr=False)
 
     @property
     def address(self) -> str:
@@ -69,14 +84,26 @@ class Hosts:
                                   log=self.folder / f"{host}.log", env=_environ(self.folder, host))
 
     def workers(self) -> dict[str, str]:
-        """``name -> address`` of the workers the scheduler knows, asked from the driver host."""
-        code = (f"import json, distributed; c = distributed.Client({self.address!r}, timeout=10); "
-                "print(json.dumps({w['name']: a for a, w in c.scheduler_info(n_workers=-1)['workers'].items()}))")
-        done = subprocess.run(["ip", "netns", "exec", self.network.namespace("driver"), sys.executable, "-c", code],
-                              capture_output=True, text=True, timeout=60, env=_environ(self.folder, "driver"))
-        if done.returncode != 0:
-            raise RuntimeError(f"cannot ask the scheduler for its workers: {done.stderr[-2000:]}")
-        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        """``name -> address`` of the workers the scheduler knows, asked from the driver host.
+
+        Asked by a Dask client in a probe process that stays on the driver host between questions:
+        importing ``distributed`` takes seconds, a new client for each question does not.
+        """
+        if self._probe is None or self._probe.poll() is not None:
+            self._probe = subprocess.Popen(
+                ["ip", "netns", "exec", self.network.namespace("driver"), sys.executable, "-c", _PROBE],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=(self.folder / "probe.log").open("ab"),
+                text=True, env=_environ(self.folder, "driver"), start_new_session=True)
+        assert self._probe.stdin is not None and self._probe.stdout is not None
+        self._probe.stdin.write(self.address + "\n")
+        self._probe.stdin.flush()
+        if not select.select([self._probe.stdout], [], [], 60)[0]:
+            self._probe.kill()
+            raise RuntimeError(f"the probe did not answer within 60 s; its log is {self.folder / 'probe.log'}")
+        answer = json.loads(self._probe.stdout.readline() or '{"error": "the probe exited"}')
+        if "error" in answer:
+            raise RuntimeError(f"cannot ask the scheduler for its workers: {answer['error']}")
+        return dict(answer["workers"])
 
     def wait_for_workers(self, names: tuple[str, ...] = WORKER_HOSTS, timeout: float = 60) -> dict[str, str]:
         deadline = time.monotonic() + timeout
@@ -182,6 +209,8 @@ def healthy(hosts: Hosts) -> Hosts:
     for host in WORKER_HOSTS:
         hosts.network.restore(host)
     known = hosts.workers()
+    if set(WORKER_HOSTS) <= set(known):
+        return hosts
     for host in WORKER_HOSTS:
         if host not in known:
             hosts.network.kill_host(host)

@@ -23,42 +23,37 @@ from airflowless.runtime.processes import (
     stop_process_cluster,
 )
 from tests.support.eventually import eventually
-from tests.support.process_cluster import process_cluster_fixture
-
-cluster = process_cluster_fixture(n_workers=2, resources={"CPU": 1})
 
 
 def _n_workers(client: Client) -> int:
     return len(client.scheduler_info(n_workers=-1)["workers"])
 
 
-def test_cluster_has_workers_with_resources_and_runs_tasks(cluster: ProcessCluster) -> None:
-    assert cluster.address.startswith("tcp://127.0.0.1:")
-    assert cluster.dashboard_link.startswith("http://127.0.0.1:")
-    assert len(cluster.worker_pids) == 2
-    assert all(is_alive(pid) for pid in (cluster.scheduler_pid, *cluster.worker_pids))
-    assert sorted(p.name for p in Path(cluster.log_dir).glob("*.log")) == [
-        "scheduler.log",
-        "worker-0.log",
-        "worker-1.log",
-    ]
-    with Client(cluster.address, set_as_default=False) as client:
-        workers = client.scheduler_info(n_workers=-1)["workers"].values()
-        assert sorted(w["name"] for w in workers) == ["worker-0", "worker-1"]
-        assert all(w["resources"] == {"CPU": 1.0} for w in workers)
-        assert all(w["nthreads"] == 1 for w in workers)
-        assert all(w["host"] == "127.0.0.1" for w in workers)
-        future = client.submit(lambda x: x + 1, 41, resources={"CPU": 1}, pure=False)
-        assert future.result(timeout=10) == 42
-
-
-def test_kill_worker_removes_it_and_stop_ends_every_process(tmp_path: Path) -> None:
+def test_a_cluster_runs_tasks_drops_a_killed_worker_and_stop_ends_every_process(tmp_path: Path) -> None:
+    """One cluster for the whole life cycle: started, used, a worker killed, stopped (twice)."""
     started = time.monotonic()
     c = start_process_cluster(n_workers=2, resources={"CPU": 1}, log_dir=tmp_path)
     elapsed = time.monotonic() - started
     try:
         print(f"process cluster with 2 workers started in {elapsed:.1f} s")
+        assert c.address.startswith("tcp://127.0.0.1:")
+        assert c.dashboard_link.startswith("http://127.0.0.1:")
+        assert len(c.worker_pids) == 2
+        assert all(is_alive(pid) for pid in (c.scheduler_pid, *c.worker_pids))
+        assert sorted(p.name for p in Path(c.log_dir).glob("*.log")) == [
+            "scheduler.log",
+            "worker-0.log",
+            "worker-1.log",
+        ]
         with Client(c.address, set_as_default=False) as client:
+            workers = client.scheduler_info(n_workers=-1)["workers"].values()
+            assert sorted(w["name"] for w in workers) == ["worker-0", "worker-1"]
+            assert all(w["resources"] == {"CPU": 1.0} for w in workers)
+            assert all(w["nthreads"] == 1 for w in workers)
+            assert all(w["host"] == "127.0.0.1" for w in workers)
+            future = client.submit(lambda x: x + 1, 41, resources={"CPU": 1}, pure=False)
+            assert future.result(timeout=10) == 42
+
             assert _n_workers(client) == 2
             kill_worker(c, 0)
             assert not is_alive(c.worker_pids[0])
@@ -99,7 +94,11 @@ def test_a_worker_that_cannot_start_raises_cluster_error_with_its_log(tmp_path: 
     assert "exited" in str(info.value)
 
 
-def test_kill_worker_rejects_unknown_index(cluster: ProcessCluster) -> None:
+def test_kill_worker_rejects_unknown_index(tmp_path: Path) -> None:
+    # the index is checked before any process is signalled, so no cluster needs to run (and the pids,
+    # above Linux's largest pid_max, are no process)
+    cluster = ProcessCluster(address="tcp://127.0.0.1:1234", dashboard_link="http://127.0.0.1:1235/status",
+                             scheduler_pid=4_194_310, worker_pids=(4_194_311, 4_194_312), log_dir=str(tmp_path))
     with pytest.raises(ConfigError, match="worker index"):
         kill_worker(cluster, 2)
 

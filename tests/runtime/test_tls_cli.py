@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from airflowless.runtime import tls
-from tests.support.tls_driver import KNOCKS, knock_everywhere, run_tls_app
+from tests.support.tls_driver import KNOCKS, dask_ports, knock_everywhere, run_tls_app
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -44,13 +44,17 @@ def _dask_clients(attempts: list[tuple[str, dict[str, object] | None]]) -> list[
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _fresh_env(home: Path) -> dict[str, str]:
+    """The CLI's environment: its own home, and none of the caller's cluster or TLS settings."""
+    cleared = ("AIRFLOWLESS_ADDRESS", "AIRFLOWLESS_TLS_DIR", "AIRFLOWLESS_TLS_CA", "AIRFLOWLESS_TLS_CERT",
+               "AIRFLOWLESS_TLS_KEY")
+    return {"AIRFLOWLESS_HOME": str(home), **{name: "" for name in cleared}}
+
+
 @pytest.mark.timeout(240)
 def test_cluster_up_tls_and_a_driver_joining_with_the_settings(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    env = {"AIRFLOWLESS_HOME": str(home)}
-    for name in ("AIRFLOWLESS_ADDRESS", "AIRFLOWLESS_TLS_DIR", "AIRFLOWLESS_TLS_CA", "AIRFLOWLESS_TLS_CERT",
-                 "AIRFLOWLESS_TLS_KEY"):
-        env[name] = ""
+    env = _fresh_env(home)
     up = _cli("cluster", "up", "--tls", "--workers", "2", env=env)
     assert up.returncode == 0, up.stderr
     try:
@@ -80,6 +84,42 @@ def test_cluster_up_tls_and_a_driver_joining_with_the_settings(tmp_path: Path) -
                                                    (state["address"], stranger), (state["address"], friend)])
         assert plain.startswith("refused") and wrong_ca.startswith("refused"), (plain, wrong_ca)
         assert ours_too == "connected"  # the control: the same client with our certificate gets in
+    finally:
+        down = _cli("cluster", "down", env=env)
+        assert down.returncode == 0, down.stderr
+
+
+def _double(x: int) -> int:
+    return 2 * x
+
+
+@pytest.mark.timeout(120)
+def test_cluster_up_adapt_on_tls_adds_workers_that_speak_tls_only(tmp_path: Path) -> None:
+    from distributed import Client
+
+    home = tmp_path / "home"
+    env = _fresh_env(home)
+    up = _cli("cluster", "up", "--tls", "--adapt", "1:2", env=env)  # minimum 1: a worker the adaptive loop added
+    assert up.returncode == 0, up.stderr
+    try:
+        state = json.loads((home / "cluster.json").read_text())
+        assert "adaptive, 1:2" in up.stdout
+        assert state["address"].startswith("tls://") and state["dashboard_link"].startswith("https://")
+        ours = Path(state["tls_dir"])
+        other = tls.generate(tmp_path / "other").directory
+
+        with Client(state["address"], security=tls.load(ours).security(), timeout=30) as client:
+            assert client.submit(_double, 21, resources={"CPU": 1}).result(timeout=60) == 42
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+            assert len(workers) == 1 and all(address.startswith("tls://") for address in workers)
+            ports = dask_ports(client)
+            knocks = knock_everywhere(ports, ours, other)
+
+        kinds = {port["kind"] for port in ports}
+        assert kinds == {"scheduler", "scheduler dashboard", "worker", "nanny", "worker dashboard"}
+        expected = {knock: "open" if knock == "right-cert" else "refused" for knock, _ in KNOCKS}
+        wrong = {port: seen for port, seen in knocks.items() if seen != expected}
+        assert not wrong, f"ports that did not refuse strangers (or refused us): {wrong}"
     finally:
         down = _cli("cluster", "down", env=env)
         assert down.returncode == 0, down.stderr

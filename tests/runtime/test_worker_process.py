@@ -5,25 +5,16 @@ from __future__ import annotations
 import os
 
 KILL_AND_WATCH = """
-import os, signal, sys
+import os, sys
 import airflowless
 sys.path.insert(0, sys.argv[1])
-from tests.support.eventually import eventually
+from tests.support.workers import kill_worker
 
 client = airflowless.init(n_workers=2, dashboard_address=":0", quiet=True)
 names = lambda: sorted(w["name"] for w in client.scheduler_info(n_workers=-1)["workers"].values())
-before, names_before = client.run(os.getpid), names()
-victim = sorted(before.values())[0]
-os.kill(victim, signal.SIGKILL)
-
-def replaced():
-    try:
-        now = client.run(os.getpid)
-    except Exception:  # the dead worker is still listed for a moment
-        return None
-    return now if len(now) == len(before) and victim not in now.values() else None
-
-eventually(replaced, message="a new worker process in place of the killed one")
+names_before = names()
+victim = sorted(client.run(os.getpid).values())[0]
+kill_worker(client, victim)
 assert names() == names_before, (names(), names_before)
 assert all(client.run(lambda dask_worker: "airflowless" in dask_worker.plugins).values())
 assert client.submit(sum, [1, 2], pure=False).result() == 3

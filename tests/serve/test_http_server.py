@@ -10,6 +10,7 @@ import pytest
 from airflowless import serve
 from airflowless.errors import ConfigError
 from airflowless.serve.errors import ServeError
+from tests.serve.test_http_surface import _read_until_closed
 
 
 def test_a_busy_port_is_a_serve_error_and_serve_can_start_elsewhere(cluster_client: object) -> None:
@@ -62,3 +63,58 @@ def test_bound_port_is_the_port_a_port_0_server_listens_on() -> None:
         return port
 
     assert asyncio.run(main()) > 0
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_both_parsers_hold_a_client_to_the_same_header_limits(parser: str) -> None:
+    """The limits are one mixin under both protocols: the fallback parser answers as the fast one does."""
+    import asyncio
+    import threading
+
+    pytest.importorskip(parser)
+    from airflowless.serve.http_options import HTTPOptions
+    from airflowless.serve.http_server import bound_port, make_server, run_server
+    from airflowless.serve.proxy import build_app
+
+    options = HTTPOptions(port=0, max_header_bytes=4096, header_timeout_s=0.5, keep_alive_timeout_s=0.5)
+    server = make_server(build_app({}, options), options, parser=parser)
+    assert parser in server.config.http.__mro__[1].__name__.lower()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    task = asyncio.run_coroutine_threadsafe(run_server(server), loop)
+
+    def exchange(*pieces: bytes) -> bytes:
+        """Send ``pieces`` (one send each) and read until the server closes (the socket's 30 s timeout fails)."""
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            try:
+                for piece in pieces:
+                    sock.sendall(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # refused while we were still sending
+            return _read_until_closed(sock)
+
+    try:
+        for _ in range(1000):
+            if server.started:
+                break
+            threading.Event().wait(0.01)
+        port = bound_port(server)
+        head = b"POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        # headers that never end, in pieces: refused at the bound with 431, not buffered and not timed out
+        never = exchange(head, *(b"X-Pad-%d: %s\r\n" % (i, b"a" * 1000) for i in range(16)))
+        assert never.startswith(b"HTTP/1.1 431 ") and b"at most 4096 bytes" in never, never[:200]
+        # complete headers over the bound arriving at once: the app's 431
+        whole = exchange(head + b"Content-Length: 1\r\nX-Big: " + b"a" * 6000 + b"\r\n\r\n1")
+        assert whole.startswith(b"HTTP/1.1 431 ") and b"at most 4096 bytes" in whole, whole[:200]
+        # headers that stop coming: closed without an answer after header_timeout_s
+        assert exchange(head + b"X-Slow: ") == b""
+        # a served request, then the idle keep-alive connection is closed
+        served = exchange(b"GET /-/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert served.startswith(b"HTTP/1.1 200 ") and served.endswith(b"success")
+    finally:
+        server.should_exit = True
+        task.result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

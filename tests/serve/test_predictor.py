@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pandas as pd
+import pytest
 
 from airflowless import serve
 from airflowless.train.checkpoint import Checkpoint
@@ -101,3 +102,38 @@ def test_predictor_deployment_with_a_predictor_class_and_an_http_adapter(serve_u
     serve.run(serve.PredictorDeployment.bind(checkpoint, Linear), name="rows", route_prefix="/rows")
     assert httpx.post(f"{serve_url}/rows", json=[{"a": 1.0, "b": 1.0}]).json() == {"predictions": [1.0]}
     serve.delete("rows")
+
+
+def test_rows_of_numbers_score_as_an_array_and_match_the_dataframe_path(tmp_path: Path, recwarn: object) -> None:
+    """The fast path (no DataFrame per batch) scores what the DataFrame path scores, without a warning."""
+    import asyncio
+
+    from sklearn.linear_model import LogisticRegression
+
+    from airflowless.serve.predictor import Predictor
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(200, 3)), columns=FEATURES)
+    model = LogisticRegression().fit(frame, frame["fare_amount"] > 0)
+    folder = tmp_path / "sk"
+    folder.mkdir()
+    (folder / "model.pkl").write_bytes(pickle.dumps(model))
+    predictor = Predictor(Checkpoint.from_directory(folder))
+    rows = [{"hour": 1.5, "fare_amount": 2, "trip_distance": True, "extra": "ignored"},
+            {"fare_amount": -3.0, "trip_distance": 0.1, "hour": 0}]  # keys in any order, a bool, an int
+    assert predictor._numeric_rows(rows) is not None
+    expected = model.predict(pd.DataFrame.from_records(rows)[FEATURES]).tolist()
+    assert asyncio.run(predictor.predict(rows)) == {"predictions": expected}
+    assert not [w for w in recwarn.list if "feature names" in str(w.message)]  # type: ignore[attr-defined]
+    # a string takes the DataFrame path, which scores it as before
+    text = [{**rows[0], "hour": "1.5"}]
+    assert predictor._numeric_rows(text) is None
+    assert predictor._score(text) == expected[:1]
+    # null is NaN in both paths: this model refuses it, a 400 either way
+    from airflowless.serve.errors import BadRequestError
+
+    with pytest.raises(BadRequestError, match="could not score"):
+        predictor._score([{**rows[1], "hour": None}])
+    # feature columns in another order than the model was fitted with: never an array without names
+    reordered = Predictor(Checkpoint.from_directory(folder), feature_columns=list(reversed(FEATURES)))
+    assert reordered._numeric_rows(rows) is None

@@ -35,6 +35,7 @@ def main() -> None:
     from airflowless.runtime.cluster import get_client
     from airflowless.train import ScalingConfig
     from airflowless.train.xgboost import XGBoostTrainer
+    from tests.support.tls_driver import dask_ports
 
     args = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
     folder = args[0] if args else None
@@ -75,27 +76,13 @@ def main() -> None:
         status, answer = response.status_code, response.json()
         handle_answer = serve.get_app_handle("tls").remote({"x": 4}).result(timeout=30)
 
-    info = client.scheduler_info(n_workers=-1)
-    ports: list[dict[str, Any]] = []
-
-    def add(kind: str, host: str, port: int, protocol: str) -> None:
-        ports.append({"kind": kind, "host": host, "port": port, "protocol": protocol})
-
-    scheduler_host, scheduler_port = _host_port(client.scheduler.address)
-    add("scheduler", scheduler_host, scheduler_port, "dask")
-    add("scheduler dashboard", scheduler_host, int(info["services"]["dashboard"]), "http")
-    for address, worker in info["workers"].items():
-        host, port = _host_port(address)
-        add("worker", host, port, "dask")
-        if worker.get("nanny"):
-            add("nanny", *_host_port(worker["nanny"]), "dask")
-        if "dashboard" in worker.get("services", {}):
-            add("worker dashboard", host, int(worker["services"]["dashboard"]), "http")
+    ports = dask_ports(client)
     if url is not None:
         table = get_client().get_metadata(["airflowless-serve", "tls", "Doubler"])
         for row in table["replicas"]:
-            add("serve data plane", row[1], int(row[2]), "wire")
-        add("serve HTTP ingress", *_host_port(url), "http")
+            ports.append({"kind": "serve data plane", "host": row[1], "port": int(row[2]), "protocol": "wire"})
+        host, port = _host_port(url)
+        ports.append({"kind": "serve HTTP ingress", "host": host, "port": port, "protocol": "http"})
 
     print(json.dumps({
         "pipeline": result.value, "fit_error": None if fit is None or fit.error is None else str(fit.error),

@@ -20,7 +20,7 @@ from typing import Any
 
 from tests.support.tls_probe import client_context, probe
 
-__all__ = ["KNOCKS", "run_tls_app", "knock_everywhere", "knock_from"]
+__all__ = ["KNOCKS", "run_tls_app", "knock_everywhere", "knock_from", "dask_ports"]
 
 KNOCKS = [("plaintext", "none"), ("no-cert", "none"), ("wrong-cert", "other"), ("right-cert", "ours")]
 _ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +73,33 @@ def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
             elif proc.poll() is not None:
                 return ""
     raise AssertionError(f"tls_app did not report within {timeout:g} s")
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def dask_ports(client: Any) -> list[dict[str, Any]]:
+    """Every port of ``client``'s cluster as :func:`knock_everywhere` takes them: the scheduler, its dashboard,
+    and per worker its comm, its nanny and its dashboard (``{"kind", "host", "port", "protocol"}``)."""
+    info = client.scheduler_info(n_workers=-1)
+    ports: list[dict[str, Any]] = []
+
+    def add(kind: str, host: str, port: int, protocol: str) -> None:
+        ports.append({"kind": kind, "host": host, "port": port, "protocol": protocol})
+
+    scheduler_host, scheduler_port = _host_port(client.scheduler.address)
+    add("scheduler", scheduler_host, scheduler_port, "dask")
+    add("scheduler dashboard", scheduler_host, int(info["services"]["dashboard"]), "http")
+    for address, worker in info["workers"].items():
+        host, port = _host_port(address)
+        add("worker", host, port, "dask")
+        if worker.get("nanny"):
+            add("nanny", *_host_port(worker["nanny"]), "dask")
+        if "dashboard" in worker.get("services", {}):
+            add("worker dashboard", host, int(worker["services"]["dashboard"]), "http")
+    return ports
 
 
 def knock_everywhere(ports: list[dict[str, Any]], ours: Path, other: Path) -> dict[str, dict[str, str]]:

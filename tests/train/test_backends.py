@@ -30,3 +30,33 @@ def test_preload_imports_the_backend_modules_on_every_worker_without_waiting(clu
 def test_the_xgboost_backend_preloads_what_its_ranks_import() -> None:
     assert {"xgboost.collective", "xgboost.tracker"} <= set(XGBoostBackend.modules)
     assert Backend.modules == ()
+
+
+def test_the_xgboost_tracker_gives_the_arguments_xgboost_itself_would() -> None:
+    """Rank 0 names the tracker's port itself (XGBoost's worker_args() waits for the tracker in 0.1 s steps):
+    the arguments must be what XGBoost would give, and two ranks must connect with them."""
+    import threading
+
+    import numpy as np
+    from xgboost import collective
+
+    from airflowless.train.backends.xgboost import start_tracker
+
+    tracker, args = start_tracker(2, "127.0.0.1", 30)
+    try:
+        assert args == tracker.worker_args()
+        sums: list[int] = []
+
+        def rank(r: int) -> None:
+            with collective.CommunicatorContext(**args, dmlc_task_id=f"rank-{r}"):
+                sums.append(int(collective.allreduce(np.array([r + 1]), collective.Op.SUM)[0]))
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert sums == [3, 3]
+        tracker.wait_for(30)
+    finally:
+        tracker.free()

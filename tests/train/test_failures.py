@@ -33,10 +33,16 @@ def _rank_tasks(client: Any) -> list[str]:
 
 
 def _used_resources(client: Any) -> dict[str, dict[str, float]]:
-    def read(dask_scheduler: Any) -> dict[str, dict[str, float]]:
-        return {addr: {k: v for k, v in ws.used_resources.items() if v} for addr, ws in dask_scheduler.workers.items()}
+    """The resources each worker's running tasks hold, as placement counts them.
 
-    return client.run_on_scheduler(read)  # type: ignore[no-any-return]
+    Not ``WorkerState.used_resources``: Dask's work stealing leaves that count wrong
+    after a steal (see ``worker_resources``), and earlier tests on this cluster steal.
+    """
+    from airflowless._dask_internals import worker_resources
+    from airflowless.train.worker_group import is_rank_key
+
+    found = worker_resources(client, is_rank_key)
+    return {addr: {k: v for k, v in used.items() if v} for addr, (_, used, _) in found.items()}
 
 
 def _long_loop(config: dict[str, Any]) -> None:
@@ -177,12 +183,13 @@ def test_the_tuner_error_names_the_first_trial_error() -> None:
 
 
 FINISHED_RANK_LOST = """
-import os, signal, sys, threading
+import os, sys, threading
 from pathlib import Path
 import airflowless
 from airflowless import train
 from airflowless.train import DataParallelTrainer, ScalingConfig
 from tests.support.eventually import eventually
+from tests.support.workers import kill_worker
 
 def loop(config):
     rank = train.get_context().world_rank
@@ -205,15 +212,7 @@ victim = int(eventually(lambda: runs.exists() and runs.read_text().split()[0], t
                         message="rank 1 never ran"))
 import time
 time.sleep(2)  # rank 1's task has ended and the driver has taken its result
-os.kill(victim, signal.SIGKILL)
-def replaced():
-    try:
-        now = client.run(os.getpid)
-    except Exception:  # a worker going away mid-call
-        return None
-    return len(now) == 2 and victim not in now.values()
-
-eventually(replaced, timeout=120, message="a new worker in place of the killed one")
+kill_worker(client, victim)
 time.sleep(2)  # time for the scheduler to run a lost finished rank again, if it would
 from distributed import Event
 Event("go").set()

@@ -121,7 +121,7 @@ def test_trials_of_an_experiment_share_prepared_data_and_it_goes_when_the_experi
 
 
 KILL_BETWEEN_FITS = """
-import os, signal, sys
+import os, sys
 sys.path.insert(0, sys.argv[1])
 import pandas as pd
 import airflowless
@@ -130,7 +130,7 @@ from airflowless.data.preprocessors import MinMaxScaler
 from airflowless.datasets import LABEL_COLUMN, add_features, taxi_table
 from airflowless.train import ScalingConfig, prepared
 from airflowless.train.xgboost import XGBoostTrainer
-from tests.support.eventually import eventually
+from tests.support.workers import kill_worker
 
 client = airflowless.init(n_workers=2, dashboard_address=":0", quiet=True)
 frame = add_features(taxi_table(6_000, seed=1)).to_pandas().drop(columns=["pickup_ts", "dropoff_ts", "tip_amount"])
@@ -146,18 +146,7 @@ trainer = XGBoostTrainer(label_column=LABEL_COLUMN, num_boost_round=5, scaling_c
 trainer._prepared_scope = "experiment"  # as a Tune trial's trainer
 first = trainer.fit()
 assert trainer.last_fit_seconds["prepared_hit"] == 0
-before = client.run(os.getpid)
-victim = sorted(before.values())[0]
-os.kill(victim, signal.SIGKILL)
-
-def replaced():
-    try:
-        now = client.run(os.getpid)
-    except Exception:
-        return None
-    return len(now) == len(before) and victim not in now.values()
-
-eventually(replaced, timeout=120, message="a new worker process in place of the killed one")
+kill_worker(client, sorted(client.run(os.getpid).values())[0])
 second = trainer.fit()
 assert "rank0_data" in trainer.last_fit_seconds, "the ranks built their matrices again"
 assert second.metrics["valid-logloss"] == first.metrics["valid-logloss"], (first.metrics, second.metrics)
@@ -178,3 +167,32 @@ def test_a_killed_worker_is_rebuilt_never_silently_wrong(tmp_path: Any, home: An
     done = subprocess.run([sys.executable, "-c", KILL_BETWEEN_FITS, root], cwd=tmp_path, capture_output=True,
                           text=True, timeout=220, env={**os.environ, "AIRFLOWLESS_HOME": str(home)})
     assert done.returncode == 0 and "REBUILT" in done.stdout, done.stdout[-3000:] + done.stderr[-5000:]
+
+
+@pytest.mark.parametrize(("features", "max_bin", "missing"), [(20, None, 0.0), (7, 1024, 0.0), (20, None, 0.3)])
+def test_a_rank_s_matrices_are_counted_at_what_they_hold_not_at_their_frame(
+        features: int, max_bin: int | None, missing: float) -> None:
+    """matrix_bytes against malloc's own count of what XGBoost's matrices hold (the mean of three), on
+    float64 features: a QuantileDMatrix holds a few bytes a value where the frame has eight; a DMatrix
+    holds eight whatever the dtypes (int8 columns, as the taxi rows have, are counted at eight too)."""
+    import numpy as np
+    import xgboost as xgb
+
+    from airflowless.train.gbdt import frame_bytes
+    from airflowless.train.xgboost import matrix_bytes
+    from tests.support.malloc import mean_held
+
+    rng = np.random.default_rng(5)
+    rows = 50_000
+    x = pd.DataFrame(rng.normal(size=(rows, features)), columns=[f"f{i}" for i in range(features)])
+    x = x.mask(rng.random(x.shape) < missing) if missing else x
+    x["small"] = rng.integers(0, 100, rows).astype("int8")
+    y = pd.Series(rng.integers(0, 2, rows))
+    held, kept = mean_held(lambda: xgb.QuantileDMatrix(x, label=y, max_bin=max_bin, nthread=1))
+    counted = matrix_bytes(kept[0], max_bin)
+    assert 0.8 * held <= counted <= 1.2 * held, ("QuantileDMatrix", counted, held)
+    if features == 20 and not missing:
+        assert frame_bytes(x) > 2.5 * held, "a frame of float64 takes far more than the bins"
+    held, kept = mean_held(lambda: xgb.DMatrix(x, label=y, nthread=1))
+    counted = matrix_bytes(kept[0])
+    assert 0.9 * held <= counted <= 1.1 * held, ("DMatrix", counted, held)

@@ -499,3 +499,54 @@ def test_a_rank_failing_once_the_run_was_told_to_stop_is_the_stop_not_a_failure(
     result = trainer.fit_with_recorder(StopAfterThree())
     assert result.error is None
     assert 3 <= len(result.metrics_history) < 8
+
+
+_DATA_PREPARED = threading.Event()  # set by _SignallingScaler.fit (in the driver, while a fit prepares its data)
+
+
+class _SignallingScaler(MinMaxScaler):
+    """A MinMaxScaler that says when a fit fitted it (and fails after, when ``columns`` name no column)."""
+
+    def _fit(self, ds: Any) -> None:
+        _DATA_PREPARED.set()
+        super()._fit(ds)
+
+
+def _two_reports() -> None:
+    train.report({"step": 0})
+    train.report({"step": 1})
+
+
+def test_a_fit_records_its_start_while_its_data_is_prepared() -> None:
+    """The run's record is made while the data is prepared (a first fit imports the store: a second or
+    more), and is made before the first report and ended after the last, also when the preparation fails."""
+    from airflowless.train.recorder import Recorder
+
+    class StartsOnceTheDataIsPrepared(Recorder):
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def start(self, name: str, config: dict[str, Any], storage_dir: str) -> None:
+            overlapped = _DATA_PREPARED.wait(timeout=20)  # only in time when the fit prepares its data meanwhile
+            self.calls.append(f"start, data prepared meanwhile: {overlapped}")
+
+        def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None:
+            self.calls.append(f"report {step}")
+
+        def end(self, status: str, error: str | None, metrics: dict[str, Any] | None,
+                checkpoint_uri: str | None) -> None:
+            self.calls.append(f"end {status}")
+
+    frame = pd.DataFrame({"x": np.arange(100.0), "seed": np.full(100, time.time_ns())})  # prepared by no other fit
+    for columns, ended in ((["x"], "end terminated"), (["no-such-column"], "end errored")):
+        _DATA_PREPARED.clear()
+        recorder = StartsOnceTheDataIsPrepared()
+        trainer = DataParallelTrainer(_two_reports, scaling_config=ScalingConfig(num_workers=2),
+                                      run_config=RunConfig(verbose=0), datasets={"train": data.from_pandas(frame)},
+                                      preprocessor=_SignallingScaler(columns=columns))
+        try:
+            trainer.fit_with_recorder(recorder)
+        except Exception:
+            assert ended == "end errored"
+        reports = ["report 1", "report 2"] if ended == "end terminated" else []
+        assert recorder.calls == ["start, data prepared meanwhile: True", *reports, ended]

@@ -300,3 +300,59 @@ def test_restore_trusts_the_store_over_an_older_saved_state(tmp_path: Path) -> N
     experiment, records = records_by_name("older-state")
     assert experiment["status"] == "terminated_with_errors"
     assert [records[f"trial_0000{n}"]["status"] for n in range(3)] == ["terminated", "terminated", "errored"]
+
+
+class _Killed(BaseException):
+    """The driver dies here (raised where a kill would stop it; nothing after it runs)."""
+
+
+def test_restore_reuses_a_record_the_saved_state_does_not_know(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflowless.tune import tuner as tuner_module
+
+    # the driver is killed after the turn that started trial_00001 created its record, before
+    # that turn saved the state: the store has a record the saved state does not know
+    real_save = tuner_module._Loop._save
+    dead: list[bool] = []
+
+    def save_unless_dead(loop: Any) -> None:
+        if dead:
+            return  # a killed driver saves nothing more
+        if "trial_00001" in loop.controller.trials:
+            dead.append(True)
+            raise _Killed()
+        real_save(loop)
+
+    monkeypatch.setattr(tuner_module._Loop, "_save", save_unless_dead)
+    space = {"x": tune.grid_search([1, 2, 3]), "marks": str(tmp_path)}
+    tuner = tune.Tuner(counted, param_space=space, run_config=RunConfig(name="unknown-record"),
+                       tune_config=tune.TuneConfig(metric="loss", mode="min", max_concurrent_trials=1))
+    with pytest.raises(_Killed):
+        tuner.fit()
+    _, before = records_by_name("unknown-record")
+    assert before["trial_00001"]["status"] == "running"
+    state = tune.Tuner.restore(tuner.path)._restored
+    assert state is not None and "trial_00001" not in state["controller"]["trials"]
+    store = open_store()
+    try:  # nothing it reports is recorded before the state knows it
+        assert store.trial_metrics(before["trial_00001"]["id"]) == []
+        # as if the killed driver's searcher had suggested another config (an adaptive one may)
+        store.update_trial(before["trial_00001"]["id"], config={"x": 99, "marks": str(tmp_path)})
+    finally:
+        store.close()
+
+    monkeypatch.setattr(tuner_module._Loop, "_save", real_save)
+    grid = tune.Tuner.restore(tuner.path).fit()
+    experiment, records = records_by_name("unknown-record")
+    assert sorted(records) == ["trial_00000", "trial_00001", "trial_00002"]
+    assert records["trial_00001"]["id"] == before["trial_00001"]["id"]  # the record is the trial's again
+    store = open_store()
+    try:
+        for result in grid:
+            record = records[trial_name(result)]
+            assert record["config"] == result.config
+            assert [m["step"] for m in store.trial_metrics(record["id"])] == [1, 2, 3]
+            assert record["status"] == ("errored" if result.config["x"] == 3 else "terminated")
+    finally:
+        store.close()
+    assert experiment["status"] == "terminated_with_errors"

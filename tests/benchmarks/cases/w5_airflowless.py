@@ -1,4 +1,10 @@
-"""W5 airflowless: PredictorDeployment (1 replica, defaults) of a LogisticRegression checkpoint."""
+"""W5 airflowless: PredictorDeployment (1 replica, defaults) of a LogisticRegression checkpoint.
+
+The work per request is the bare case's: parse the JSON row, check it, score
+the 6 features as a float64 array with ``model.predict`` (in batches of the
+requests that wait, as the deployment does), answer ``{"predictions": [...]}``;
+plus the hop from the proxy to the replica.
+"""
 
 import os
 import sys

@@ -46,15 +46,38 @@ window.AF = (function () {
     return t ? { Authorization: "Bearer " + t } : {};
   }
 
+  /* The last answer to each GET path with its ETag. The next GET of that path sends it as If-None-Match
+   * and, on the server's 304 (no body), gets back that same object: a page can skip its redraw when
+   * `data === last`. fetch keeps cache "no-store": the record stays out of the HTTP cache, and the 304
+   * reaches this code (the browser's cache would turn it into a 200 with the old body). */
+  const known = new Map();
+  const KNOWN_MAX = 64;
+  const fetches = { requests: 0, notModified: 0 }; // counts, read by the tests
+
   async function request(method, path, body) {
     const init = { method: method, headers: headers(), cache: "no-store" };
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
+    const held = method === "GET" ? known.get(path) : undefined;
+    if (held) init.headers["If-None-Match"] = held.etag;
     const response = await fetch(api + path, init);
+    fetches.requests += 1;
+    if (held && response.status === 304) {
+      fetches.notModified += 1;
+      return held.data;
+    }
     let data = null;
     try { data = await response.json(); } catch (e) { data = null; }
+    if (method === "GET") {
+      known.delete(path);
+      const etag = response.headers.get("ETag");
+      if (response.ok && etag) {
+        known.set(path, { etag: etag, data: data });
+        if (known.size > KNOWN_MAX) known.delete(known.keys().next().value); // the least recently answered
+      }
+    }
     if (!response.ok) {
       const message = data && data.error ? data.error : response.status + " " + response.statusText;
       const error = new Error(message);
@@ -150,34 +173,121 @@ window.AF = (function () {
   function link(path, text) { return el("a", { href: root + "/" + path }, text); }
 
   /* A table: columns are {label, value: row -> sortable value, cell?: row -> node/string, num?}.
-   * Sortable tables keep their sort across refreshes (state lives on the container). */
+   * Sortable tables keep their sort across refreshes (state lives on the container). The table is
+   * updated in place: a row element per key (options.key(row), else the row's position), and only
+   * the cells whose content changed are rewritten, so a refresh where nothing moved touches nothing. */
   function table(container, columns, rows, options) {
     options = options || {};
     const state = container.afSort || (container.afSort = { index: options.sortIndex ?? -1, desc: !!options.sortDesc });
+    container.afLatest = { columns, rows, options };
     let sorted = rows.slice();
     if (options.sortable && state.index >= 0) {
       const value = columns[state.index].value;
       sorted.sort((a, b) => compare(value(a), value(b)) * (state.desc ? -1 : 1));
     }
-    const head = el("tr", {}, columns.map((column, index) => {
-      const cls = [options.sortable ? "sortable" : "", state.index === index ? (state.desc ? "sorted-desc" : "sorted-asc") : ""];
-      return el("th", {
-        class: cls.join(" ").trim() || null,
-        onclick: options.sortable ? () => {
-          state.desc = state.index === index ? !state.desc : false;
-          state.index = index;
-          table(container, columns, rows, options);
-        } : null,
-      }, column.label);
-    }));
-    const bodyRows = sorted.map((row) => el("tr", { class: options.rowClass ? options.rowClass(row) : null },
-      columns.map((column) => {
-        const cell = column.cell ? column.cell(row) : column.value(row);
-        return el("td", { class: column.num ? "num" : null }, cell instanceof Node ? cell : (column.num ? number(cell) : cell ?? ""));
+    let view = container.afTable;
+    const cls = "af" + (options.cls ? " " + options.cls : "");
+    if (!view || view.table.parentNode !== container) {
+      const tbody = el("tbody");
+      view = container.afTable = { table: el("table", { class: cls }, el("thead"), tbody), tbody, head: null, rows: new Map(), empty: null };
+      replace(container, view.table);
+    }
+    const shape = JSON.stringify(columns.map((c) => [c.label, !!c.num]));
+    if (view.shape !== shape) { // other columns: the rows start again
+      view.shape = shape;
+      view.rows.clear();
+      view.tbody.replaceChildren();
+    }
+    const headSig = JSON.stringify([shape, options.sortable ? state.index : -1, state.desc]);
+    if (view.head !== headSig) {
+      view.head = headSig;
+      view.table.tHead.replaceChildren(el("tr", {}, columns.map((column, index) => {
+        const sortCls = [options.sortable ? "sortable" : "", state.index === index ? (state.desc ? "sorted-desc" : "sorted-asc") : ""];
+        return el("th", {
+          class: sortCls.join(" ").trim() || null,
+          onclick: options.sortable ? () => {
+            state.desc = state.index === index ? !state.desc : false;
+            state.index = index;
+            const latest = container.afLatest;
+            table(container, latest.columns, latest.rows, latest.options);
+          } : null,
+        }, column.label);
       })));
-    replace(container, el("table", { class: "af" + (options.cls ? " " + options.cls : "") },
-      el("thead", {}, head), el("tbody", {}, bodyRows)));
-    if (!rows.length && options.empty) container.appendChild(el("p", { class: "af-muted" }, options.empty));
+    }
+    const seen = new Set();
+    const order = sorted.map((row, position) => {
+      let key = options.key ? String(options.key(row)) : String(position);
+      if (seen.has(key)) key += "\u0001" + position; // a repeated key still gets a row of its own
+      seen.add(key);
+      let entry = view.rows.get(key);
+      if (!entry) {
+        const cells = columns.map((column) => ({ td: el("td", { class: column.num ? "num" : null }), sig: null }));
+        entry = { tr: el("tr", {}, cells.map((c) => c.td)), cells };
+        view.rows.set(key, entry);
+      }
+      columns.forEach((column, i) => {
+        const raw = column.cell ? column.cell(row) : column.value(row);
+        const content = raw instanceof Node ? raw : (column.num ? number(raw) : String(raw ?? ""));
+        const sig = content instanceof Node ? "\u0001" + signature(content) : content;
+        const cell = entry.cells[i];
+        if (cell.sig === sig) return;
+        cell.sig = sig;
+        if (content instanceof Node) cell.td.replaceChildren(content);
+        else cell.td.textContent = content;
+      });
+      setClass(entry.tr, options.rowClass ? options.rowClass(row) : null);
+      return entry.tr;
+    });
+    for (const [key, entry] of view.rows) if (!seen.has(key)) { entry.tr.remove(); view.rows.delete(key); }
+    arrange(view.tbody, order);
+    if (!rows.length && options.empty) {
+      if (!view.empty) { view.empty = el("p", { class: "af-muted" }, options.empty); container.appendChild(view.empty); }
+    } else if (view.empty) { view.empty.remove(); view.empty = null; }
+  }
+
+  /* Put `nodes` in this order as the children of `parent`, moving only those out of place. */
+  function arrange(parent, nodes) {
+    nodes.forEach((node, i) => {
+      const here = parent.childNodes[i];
+      if (here !== node) parent.insertBefore(node, here || null);
+    });
+  }
+
+  function setClass(node, value) {
+    if (value) { if (node.getAttribute("class") !== value) node.setAttribute("class", value); }
+    else if (node.hasAttribute("class")) node.removeAttribute("class");
+  }
+
+  function setAttr(node, name, value) {
+    const text = String(value);
+    if (node.getAttribute(name) !== text) node.setAttribute(name, text);
+  }
+
+  function setText(node, text) {
+    if (node.textContent !== text) node.textContent = text;
+  }
+
+  /* What a built node shows, as a string to compare (tags, attributes and text, read back from
+   * the node; never parsed, never put into the page). */
+  function signature(node) {
+    if (node.nodeType !== 1) return JSON.stringify(node.textContent);
+    let out = "<" + node.tagName;
+    for (const attr of node.attributes) out += " " + attr.name + "=" + JSON.stringify(attr.value);
+    out += ">";
+    for (const child of node.childNodes) out += signature(child);
+    return out + "</>";
+  }
+
+  /* replace(), but only when what would be put there differs from what is there (compared by
+   * signature() of the freshly built nodes, which are dropped when equal). */
+  function update(container, ...children) {
+    const holder = document.createElement("div");
+    append(holder, children);
+    const sig = [...holder.childNodes].map(signature).join("");
+    if (container.afSig === sig && container.childNodes.length === holder.childNodes.length) return false;
+    container.afSig = sig;
+    container.replaceChildren(...holder.childNodes);
+    return true;
   }
 
   function compare(a, b) {
@@ -192,32 +302,41 @@ window.AF = (function () {
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 
   /* Line chart: series are {name, points: [[x, y]...], best?, inactive?, color?}. Returns an <svg>. */
+  /* A chart's scales over [x0, x1] x [y0, y1] (widened when flat), and axes() making its axes' elements. */
+  function frame(x0, x1, y0, y1, W, H, options) {
+    const L = 60, R = 12, T = 12, B = 36;
+    if (x0 === x1) { x0 -= 1; x1 += 1; }
+    if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
+    const sx = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
+    const sy = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
+    const axes = () => {
+      const parts = [svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B }), svg("line", { x1: L, y1: T, x2: L, y2: H - B })];
+      for (const [value, i] of ticks(y0, y1)) {
+        parts.push(svg("text", { x: L - 6, y: (sy(value) + 4).toFixed(1), "text-anchor": "end" }, number(value)));
+        if (i) parts.push(svg("line", { x1: L - 3, y1: sy(value).toFixed(1), x2: L, y2: sy(value).toFixed(1) }));
+      }
+      for (const [value] of ticks(x0, x1)) {
+        parts.push(svg("text", { x: sx(value), y: H - B + 16, "text-anchor": "middle" }, number(Math.round(value * 100) / 100)));
+      }
+      if (options.xlabel) parts.push(svg("text", { x: W - R, y: H - 4, "text-anchor": "end" }, options.xlabel));
+      if (options.ylabel) parts.push(svg("text", { class: "ylabel", x: L + 4, y: T + 10 }, options.ylabel));
+      return parts;
+    };
+    return { sx, sy, axes };
+  }
+
   function lineChart(series, options) {
     options = options || {};
-    const W = options.width || 640, H = options.height || 320, L = 60, R = 12, T = 12, B = 36;
+    const W = options.width || 640, H = options.height || 320;
     const all = series.flatMap((s) => s.points).filter((p) => isFinite(p[0]) && isFinite(p[1]));
     const chart = svg("svg", { class: "af-chart", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" });
     if (!all.length) {
       chart.appendChild(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, options.empty || "no data yet"));
       return chart;
     }
-    let [x0, x1] = extent(all.map((p) => p[0])), [y0, y1] = extent(all.map((p) => p[1]));
-    if (x0 === x1) { x0 -= 1; x1 += 1; }
-    if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
-    const sx = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
-    const sy = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
-    const axes = svg("g", { class: "axis" },
-      svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B }), svg("line", { x1: L, y1: T, x2: L, y2: H - B }));
-    for (const [value, i] of ticks(y0, y1)) {
-      axes.appendChild(svg("text", { x: L - 6, y: (sy(value) + 4).toFixed(1), "text-anchor": "end" }, number(value)));
-      if (i) axes.appendChild(svg("line", { x1: L - 3, y1: sy(value).toFixed(1), x2: L, y2: sy(value).toFixed(1) }));
-    }
-    for (const [value] of ticks(x0, x1)) {
-      axes.appendChild(svg("text", { x: sx(value), y: H - B + 16, "text-anchor": "middle" }, number(Math.round(value * 100) / 100)));
-    }
-    if (options.xlabel) axes.appendChild(svg("text", { x: W - R, y: H - 4, "text-anchor": "end" }, options.xlabel));
-    if (options.ylabel) axes.appendChild(svg("text", { class: "ylabel", x: L + 4, y: T + 10 }, options.ylabel));
-    chart.appendChild(axes);
+    const [x0, x1] = extent(all.map((p) => p[0])), [y0, y1] = extent(all.map((p) => p[1]));
+    const { sx, sy, axes } = frame(x0, x1, y0, y1, W, H, options);
+    chart.appendChild(svg("g", { class: "axis" }, ...axes()));
     const ordered = series.slice().sort((a, b) => (a.best ? 1 : 0) - (b.best ? 1 : 0)); // best drawn last, on top
     ordered.forEach((s) => {
       const pts = s.points.filter((p) => isFinite(p[0]) && isFinite(p[1]));
@@ -230,6 +349,94 @@ window.AF = (function () {
       if (pts.length === 1) chart.appendChild(svg("circle", { cx: sx(pts[0][0]), cy: sy(pts[0][1]), r: 3, fill: color }));
     });
     return chart;
+  }
+
+  /* lineChart() kept up to date in `holder`: a path per series (by s.key, else s.name), whose
+   * "d" is recomputed only when its points changed (a new points array) or the axes' range did;
+   * the axes are redrawn only when the range changes. Returns whether anything was touched. */
+  function liveChart(holder, series, options) {
+    options = options || {};
+    const W = options.width || 640, H = options.height || 320;
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (const s of series) {
+      for (const p of s.points) {
+        if (!isFinite(p[0]) || !isFinite(p[1])) continue;
+        if (p[0] < x0) x0 = p[0];
+        if (p[0] > x1) x1 = p[0];
+        if (p[1] < y0) y0 = p[1];
+        if (p[1] > y1) y1 = p[1];
+      }
+    }
+    let state = holder.afChart;
+    if (x0 === Infinity) {
+      const sig = "empty\u0001" + (options.empty || "no data yet");
+      if (state && state.sig === sig) return false;
+      holder.afChart = { sig };
+      replace(holder, lineChart([], options));
+      return true;
+    }
+    if (!state || !state.curves || state.chart.parentNode !== holder) {
+      const chart = svg("svg", { class: "af-chart", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" });
+      state = holder.afChart = { chart, axes: svg("g", { class: "axis" }), curves: svg("g", { class: "curves" }),
+        dots: svg("g", { class: "dots" }), sig: null, byKey: new Map() };
+      chart.append(state.axes, state.curves, state.dots);
+      replace(holder, chart);
+    }
+    const { sx, sy, axes } = frame(x0, x1, y0, y1, W, H, options);
+    let touched = false;
+    const sig = JSON.stringify([x0, x1, y0, y1, options.xlabel || "", options.ylabel || ""]);
+    const rescaled = state.sig !== sig;
+    if (rescaled) {
+      state.sig = sig;
+      touched = true;
+      state.axes.replaceChildren(...axes());
+    }
+    const seen = new Set(), paths = [], bestPaths = [], dots = [];
+    series.forEach((s, index) => {
+      const key = String(s.key ?? s.name);
+      seen.add(key);
+      let entry = state.byKey.get(key);
+      if (!entry) {
+        entry = { path: svg("path", { class: "curve" }), title: svg("title"), points: null, dot: null };
+        entry.path.appendChild(entry.title);
+        state.byKey.set(key, entry);
+        touched = true;
+      }
+      if (rescaled || entry.points !== s.points) {
+        entry.points = s.points;
+        const pts = s.points.filter((p) => isFinite(p[0]) && isFinite(p[1]));
+        entry.count = pts.length;
+        const d = pts.map((p, i) => (i ? "L" : "M") + sx(p[0]).toFixed(1) + " " + sy(p[1]).toFixed(1)).join(" ");
+        if (entry.path.getAttribute("d") !== d) { entry.path.setAttribute("d", d); touched = true; }
+        entry.dotAt = pts.length === 1 ? [sx(pts[0][0]), sy(pts[0][1])] : null;
+      }
+      if (!entry.count) return;
+      const color = s.color || PALETTE[index % PALETTE.length];
+      const cls = ["curve", s.best ? "best" : "", s.inactive ? "inactive" : ""].filter(Boolean).join(" ");
+      const before = entry.path.getAttribute("class") + entry.path.getAttribute("stroke") + entry.path.dataset.series + entry.title.textContent;
+      setAttr(entry.path, "class", cls);
+      setAttr(entry.path, "stroke", color);
+      setAttr(entry.path, "data-series", s.name);
+      setText(entry.title, s.name);
+      if (before !== cls + color + s.name + s.name) touched = true;
+      (s.best ? bestPaths : paths).push(entry.path); // best drawn last, on top
+      if (entry.dotAt) {
+        if (!entry.dot) entry.dot = svg("circle", { r: 3 });
+        setAttr(entry.dot, "cx", entry.dotAt[0]);
+        setAttr(entry.dot, "cy", entry.dotAt[1]);
+        setAttr(entry.dot, "fill", color);
+        dots.push(entry.dot);
+      }
+    });
+    for (const [key, entry] of state.byKey) if (!seen.has(key)) { state.byKey.delete(key); }
+    const wanted = paths.concat(bestPaths);
+    const keep = new Set(wanted.concat(dots));
+    for (const group of [state.curves, state.dots]) {
+      for (const node of [...group.childNodes]) if (!keep.has(node)) { node.remove(); touched = true; }
+    }
+    arrange(state.curves, wanted);
+    arrange(state.dots, dots);
+    return touched;
   }
 
   function extent(values) { return [Math.min(...values), Math.max(...values)]; }
@@ -281,6 +488,7 @@ window.AF = (function () {
 
   setupNav();
 
-  return { root, api, el, svg, getJSON, request, list, poll, replace, content, section, badge, duration, time,
-           number, bytes, link, table, lineChart, legend, actionButton, PALETTE, id: body.dataset.id };
+  return { root, api, el, svg, getJSON, request, fetches, list, poll, replace, content, section, badge, duration, time,
+           number, bytes, link, table, lineChart, liveChart, legend, actionButton, update, setText, setAttr, arrange,
+           PALETTE, id: body.dataset.id };
 })();

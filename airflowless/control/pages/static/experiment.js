@@ -3,12 +3,11 @@
  * and early-ended trials are drawn dashed. */
 "use strict";
 (function () {
-  const { el, getJSON, poll, section, table, badge, replace, lineChart, legend, link, number, actionButton } = AF;
+  const { el, getJSON, poll, section, table, badge, replace, legend, link, number, actionButton } = AF;
   const id = AF.id;
   const INACTIVE = new Set(["paused", "errored", "error", "stopped", "completed_with_errors"]);
   const HIDDEN = new Set(["step", "training_iteration", "timestamp", "done"]);
   let chosen = null;       // the metric the curves show
-  let lastRender = null;   // redraw the curves when the selector changes
   const cache = new Map(); // trial id -> {iterations, status, history: [{step, metric: value...}]}
   const BATCH = 200;       // trial ids per request (beyond that, one request for every trial)
 
@@ -17,16 +16,17 @@
       const known = cache.get(t.id);
       return !known || known.iterations !== t.iterations || known.status !== t.status;
     });
-    if (!stale.length) return;
+    if (!stale.length) return true;
     const only = stale.length === trials.length || stale.length > BATCH ? ""
       : "?" + stale.map((t) => "trial=" + encodeURIComponent(t.id)).join("&");
     const answer = await getJSON("experiments/" + encodeURIComponent(experimentId) + "/metrics" + only).catch(() => null);
-    if (answer === null) return; // keep what was drawn; the next refresh asks again
+    if (answer === null) return false; // keep what was drawn; the next refresh asks again
     const byId = new Map(trials.map((t) => [t.id, t]));
     (answer.trials || []).forEach((entry) => {
       const t = byId.get(entry.trial_id);
       if (t) cache.set(t.id, { iterations: t.iterations, status: t.status, history: entry.metrics || [] });
     });
+    return true;
   }
 
   function best(experiment, trials, metric) {
@@ -46,12 +46,54 @@
     return null;
   }
 
+  let lastAnswer = null;   // the experiment at the last refresh: the same object again (a 304) -> nothing to do
+  let lastLive = true;
+  let pending = false;     // a metrics request failed: ask again even if the experiment did not move
+  const pointsOf = new Map(); // trial id -> {history, metric, points}: the same array while unchanged
+  let select = null, chartHolder = null, legendHolder = null, legendSig = null;
+  let view = null;         // what the last draw used, for the metric selector
+
+  function points(trial, metric) {
+    const history = (cache.get(trial.id) || { history: [] }).history;
+    const known = pointsOf.get(trial.id);
+    if (known && known.history === history && known.metric === metric) return known.points;
+    const pts = history.filter((row) => typeof row[metric] === "number")
+      .map((row) => [row.training_iteration ?? row.step, row[metric]]);
+    pointsOf.set(trial.id, { history, metric, points: pts });
+    return pts;
+  }
+
+  function drawCurves() {
+    const { experiment, trials, maxIterations } = view;
+    const bestShown = best(experiment, trials, experiment.metric || chosen);
+    const series = trials.map((t) => ({
+      key: t.id,
+      name: t.name || "trial " + t.id,
+      points: points(t, chosen),
+      best: t.id === bestShown,
+      inactive: !!shape(t, maxIterations),
+    }));
+    AF.liveChart(chartHolder, series, { xlabel: "iteration", ylabel: chosen || "", empty: "no metrics reported yet" });
+    const sig = JSON.stringify(series.map((s) => [s.name, s.best]));
+    if (sig !== legendSig) { legendSig = sig; replace(legendHolder, legend(series)); }
+  }
+
+  function drawSelect(names) {
+    const current = [...select.options].map((o) => o.value);
+    if (current.length !== names.length || current.some((n, i) => n !== names[i])) {
+      select.replaceChildren(...names.map((n) => el("option", { value: n }, n)));
+    }
+    if (chosen !== null && select.value !== chosen) select.value = chosen;
+  }
+
   poll(async function () {
-    const experiment = await getJSON("experiments/" + encodeURIComponent(id));
+    const experiment = await getJSON("experiments/" + encodeURIComponent(id)); // the same object after a 304
+    if (experiment === lastAnswer && !pending) return lastLive; // nothing moved: touch nothing
+    lastAnswer = experiment;
     const trials = experiment.trials || [];
-    document.getElementById("heading").textContent = "Experiment " + experiment.id + " · " + (experiment.name || "");
+    AF.setText(document.getElementById("heading"), "Experiment " + experiment.id + " · " + (experiment.name || ""));
     const running = experiment.status === "running";
-    replace(section("summary", null), el("p", {}, badge(experiment.status), " ", experiment.kind || "",
+    AF.update(section("summary", null), el("p", {}, badge(experiment.status), " ", experiment.kind || "",
       experiment.metric ? " · metric " + experiment.metric + (experiment.mode ? " (" + experiment.mode + ")" : "") : "",
       " · " + trials.length + " trials ",
       running ? actionButton("stop experiment", "experiments/" + encodeURIComponent(experiment.id) + "/stop",
@@ -80,34 +122,30 @@
       ...configKeys.map((k) => ({ label: k, value: (t) => (t.config || {})[k], cell: (t) => number((t.config || {})[k]) })),
       ...metricKeys.map((k) => ({ label: k, value: (t) => (t.last_metrics || {})[k], num: true })),
     ], trials, {
-      sortable: true, cls: "trials",
+      sortable: true, cls: "trials", key: (t) => t.id,
       rowClass: (t) => [t.id === bestId ? "best" : "", shape(t, maxIterations) ? "inactive" : ""].join(" ").trim() || null,
     });
 
     // Curves: the reports of the trials whose iteration count or status moved since the last
-    // refresh, all in one request (so an open page asks the scheduler for little while a search runs).
-    await fetchHistories(experiment.id, trials);
-    const histories = trials.map((t) => (cache.get(t.id) || { history: [] }).history);
-    const names = [...new Set(histories.flatMap((rows) => rows.flatMap((row) => Object.keys(row))))]
-      .filter((n) => !HIDDEN.has(n)).sort();
+    // refresh, all in one request (so an open page asks the scheduler for little while a search
+    // runs); only those trials' paths are redrawn, all of them only when the axes' range moves.
+    pending = !(await fetchHistories(experiment.id, trials));
+    const names = [...new Set(trials.flatMap((t) => (cache.get(t.id) || { history: [] }).history
+      .flatMap((r) => Object.keys(r))))].filter((n) => !HIDDEN.has(n)).sort();
     if (chosen === null || !names.includes(chosen)) {
       chosen = experiment.metric && names.includes(experiment.metric) ? experiment.metric : names[0] || null;
     }
-    lastRender = function () {
-      const bestShown = best(experiment, trials, experiment.metric || chosen);
-      const series = trials.map((t, i) => ({
-        name: t.name || "trial " + t.id,
-        points: histories[i].filter((row) => typeof row[chosen] === "number")
-          .map((row) => [row.training_iteration ?? row.step, row[chosen]]),
-        best: t.id === bestShown,
-        inactive: !!shape(t, maxIterations),
-      }));
-      const select = el("select", { id: "metric", onchange: (event) => { chosen = event.target.value; lastRender(); } },
-        names.map((n) => { const o = el("option", { value: n }, n); if (n === chosen) o.selected = true; return o; }));
+    if (!select) {
+      select = el("select", { id: "metric", onchange: (event) => { chosen = event.target.value; drawCurves(); } });
+      chartHolder = el("div", { class: "af-chart-holder" });
+      legendHolder = el("div");
       replace(section("curves", "Learning curves", row), el("p", {}, el("label", {}, "metric ", select)),
-        lineChart(series, { xlabel: "iteration", ylabel: chosen || "", empty: "no metrics reported yet" }), legend(series));
-    };
-    lastRender();
-    return running || trials.some((t) => t.status === "running" || t.status === "pending");
+        chartHolder, legendHolder);
+    }
+    drawSelect(names);
+    view = { experiment, trials, maxIterations };
+    drawCurves();
+    lastLive = running || trials.some((t) => t.status === "running" || t.status === "pending");
+    return lastLive;
   }, 2500);
 })();

@@ -13,7 +13,7 @@
       { label: "trials", value: (e) => Object.values(e.trials || {}).reduce((a, b) => a + b, 0),
         cell: (e) => Object.entries(e.trials || {}).map(([k, v]) => v + " " + k).join(", ") },
       { label: "started", value: (e) => e.created_at, cell: (e) => time(e.created_at) },
-    ], experiments, { sortable: true, cls: "experiments", empty: "no experiments recorded yet" });
+    ], experiments, { sortable: true, cls: "experiments", key: (e) => e.id, empty: "no experiments recorded yet" });
     return true;
   }, 3000);
 })();

@@ -19,7 +19,7 @@
       { label: "started", value: (e) => time(e.created_at) },
     ], list(experiments, "experiments"), { empty: "no experiments recorded yet" });
     const live = section("live", "Live views");
-    AF.replace(live, el("p", {}, link("data", "Data"), " — the Data executor's operators while a dataset streams. ",
+    AF.update(live, el("p", {}, link("data", "Data"), " — the Data executor's operators while a dataset streams. ",
       link("serve", "Serve"), " — deployments, replicas, requests and latency."));
     return true;
   }, 5000);

@@ -2,7 +2,7 @@
  * each stage's attempts, duration, cache hit, error and traceback. */
 "use strict";
 (function () {
-  const { el, svg, getJSON, poll, section, table, badge, duration, time, replace, actionButton } = AF;
+  const { el, svg, getJSON, poll, section, table, badge, duration, time, update, setText, actionButton } = AF;
   const id = AF.id;
 
   function layers(stages) {
@@ -54,19 +54,22 @@
     return chart;
   }
 
+  let lastRun = null; // the run at the last refresh: the same object again (a 304) -> nothing to redraw
   poll(async function () {
     const run = await getJSON("runs/" + encodeURIComponent(id));
-    document.getElementById("heading").textContent = "Run " + run.id + " · " + run.pipeline;
+    if (run === lastRun) return run.status === "running";
+    lastRun = run;
+    setText(document.getElementById("heading"), "Run " + run.id + " · " + run.pipeline);
     const summary = section("summary", null);
     const cancel = run.status === "running" ? actionButton("cancel run", "runs/" + encodeURIComponent(run.id) + "/cancel",
       "Cancel run " + run.id + "?") : null;
-    replace(summary, el("p", {}, badge(run.status), " ", run.module, " · started ", time(run.created_at),
+    update(summary, el("p", {}, badge(run.status), " ", run.module, " · started ", time(run.created_at),
       run.duration_s != null ? " · took " + duration(run.duration_s) : "", " ", cancel),
       run.error ? el("pre", { class: "af-tb" }, run.error) : null,
       Object.keys(run.params || {}).length ? el("p", { class: "af-muted" }, "params: " + JSON.stringify(run.params)) : null);
     const stages = run.stages || [];
     const states = [...new Set(stages.map((s) => s.status))];
-    replace(section("graph", "Stages"), stages.length ? [graph(stages), el("p", { class: "af-legend" }, states.map((s) => [badge(s), " "]))]
+    update(section("graph", "Stages"), stages.length ? [graph(stages), el("p", { class: "af-legend" }, states.map((s) => [badge(s), " "]))]
       : el("p", { class: "af-muted" }, "no stages recorded yet"));
     table(section("stages", "Stage runs"), [
       { label: "stage", value: (s) => s.node },
@@ -80,7 +83,7 @@
       { label: "error", value: (s) => s.error || "",
         cell: (s) => (s.error ? el("div", {}, s.error, s.traceback ? el("details", {}, el("summary", {}, "traceback"),
           el("pre", { class: "af-tb" }, s.traceback)) : null) : "") },
-    ], stages, { sortable: true, cls: "stages" });
+    ], stages, { sortable: true, cls: "stages", key: (s) => s.node });
     return run.status === "running";
   }, 1500);
 })();

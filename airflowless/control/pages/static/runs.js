@@ -12,7 +12,7 @@
       { label: "started", value: (r) => r.created_at, cell: (r) => time(r.created_at) },
       { label: "duration", value: (r) => r.duration_s, cell: (r) => duration(r.duration_s) },
       { label: "error", value: (r) => r.error || "" },
-    ], runs, { sortable: true, cls: "runs", empty: "no runs recorded yet" });
+    ], runs, { sortable: true, cls: "runs", key: (r) => r.id, empty: "no runs recorded yet" });
     return true;
   }, 3000);
 })();

@@ -1,7 +1,7 @@
 /* One trial: its config, every report (curves of each metric and the table), its checkpoints. */
 "use strict";
 (function () {
-  const { el, getJSON, poll, section, table, badge, replace, lineChart, link, number, time } = AF;
+  const { el, getJSON, poll, section, table, badge, update, setText, lineChart, link, number, time } = AF;
   const id = AF.id;
   poll(async function () {
     const [trial, history, kept] = await Promise.all([
@@ -9,8 +9,8 @@
       getJSON("trials/" + encodeURIComponent(id) + "/metrics"),
       getJSON("trials/" + encodeURIComponent(id) + "/checkpoints"),
     ]);
-    document.getElementById("heading").textContent = "Trial " + trial.id + " · " + (trial.name || "");
-    replace(section("summary", null),
+    setText(document.getElementById("heading"), "Trial " + trial.id + " · " + (trial.name || ""));
+    update(section("summary", null),
       el("p", {}, badge(trial.status), " · ", link("experiments/" + encodeURIComponent(trial.experiment_id), "experiment " + trial.experiment_id),
         " · " + (trial.iterations || 0) + " iterations · " + (trial.restarts || 0) + " restarts"),
       el("p", { class: "af-muted" }, "config: " + JSON.stringify(trial.config || {})),
@@ -18,7 +18,8 @@
     const rows = history.metrics || [];
     const names = (history.names || []).filter((n) => rows.some((r) => typeof r[n] === "number"));
     const charts = names.filter((n) => !["step", "training_iteration", "timestamp", "time_total_s"].includes(n)).slice(0, 12);
-    replace(section("curves", "Metrics"), el("div", { class: "af-row" }, charts.map((n) => el("div", {},
+    // rebuilt (a few small charts), put in the page only when they differ from what is there
+    update(section("curves", "Metrics"), el("div", { class: "af-row" }, charts.map((n) => el("div", {},
       el("h3", {}, n),
       lineChart([{ name: n, points: rows.filter((r) => typeof r[n] === "number").map((r) => [r.training_iteration ?? r.step, r[n]]) }],
         { width: 420, height: 220, xlabel: "iteration" })))));
