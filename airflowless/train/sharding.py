@@ -4,17 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["assign_shards"]
+__all__ = ["assign_shards", "BALANCE"]
+
+BALANCE = 0.02  # how far above an equal share of the rows a rank's whole blocks may go
 
 
 def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, equal: bool) -> list[dict[str, Any]]:
     """For each rank, ``{name: (blocks, rows)}``.
 
     ``equal``: every rank gets exactly ``rows // n`` rows (slices cut on the
-    workers), as lock-step collectives need. Otherwise whole blocks go to the
-    rank on the worker that holds them, balanced by rows; when whole blocks
-    cannot be balanced (e.g. fewer blocks than ranks), the rows are cut into
-    ``n`` near-equal slices instead, so that every row is used and no rank is empty.
+    workers), as collectives that need the same number of steps on every rank do.
+    Otherwise whole blocks go to the ranks, each within ``BALANCE`` of an equal
+    share of the rows: a block stays with the rank on the worker that holds it
+    while that rank has room, and moves to the least loaded rank when it has
+    not. Ranks train in lock step (a GBDT's trees grow level by level across
+    them), so every fit runs at the pace of the rank with the most rows: on
+    taxi-M a 56/44 split kept for locality made each trial about 12% slower,
+    where moving three blocks costs one copy. When whole blocks cannot be
+    balanced (e.g. fewer blocks than ranks), the rows are cut into ``n``
+    near-equal slices instead, so that every row is used and no rank is empty.
     """
     n = len(workers)
     shards: list[dict[str, Any]] = [{} for _ in range(n)]
@@ -31,11 +39,11 @@ def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, 
         for i in order:
             block, rows = plan.blocks[i], plan.rows[i]
             local = [r for r, w in enumerate(workers) if w in who.get(block.key, ())]
-            candidates = [r for r in local if loads[r] + rows <= target * 1.15] or list(range(n))
+            candidates = [r for r in local if loads[r] + rows <= target * (1 + BALANCE)] or list(range(n))
             rank = min(candidates, key=lambda r: loads[r])
             lists[rank].append(block)
             loads[rank] += rows
-        if n > 1 and max(loads) > target * 1.15 + 1:
+        if n > 1 and max(loads) > target * (1 + BALANCE) + 1:
             _cut_evenly(plan, name, shards, [total * i // n for i in range(n + 1)])
             continue
         for rank in range(n):

@@ -36,6 +36,7 @@ from .backends.base import Backend
 from .checkpoint import Checkpoint
 from .context import Session, StopRequested, TrainContext, session_scope
 from .placement import CapacityError, check_capacity, choose_workers
+from .rank_memory import freed_memory_kept
 from .rendezvous import Rendezvous
 from .shards import DataShard
 
@@ -148,7 +149,7 @@ def _run_in_session(spec: RankSpec, session: Session, stop: Any, topic: str) -> 
     seconds = session.seconds
     began = time.perf_counter()
     try:
-        with spec.backend.rank_context(spec, session.rendezvous) as info:
+        with freed_memory_kept(), spec.backend.rank_context(spec, session.rendezvous) as info:
             seconds["rendezvous"] = time.perf_counter() - began
             session.backend_info = info  # type: ignore[attr-defined]
             looped = time.perf_counter()

@@ -1,8 +1,7 @@
 """torch.distributed across ranks: gloo on CPU, nccl on GPU, rendezvous at rank 0's worker.
 
 While its loop runs, a rank computes with as many torch threads as the CPUs it
-holds (Ray's TorchTrainer does the same through ``OMP_NUM_THREADS``), and its
-process keeps freed memory for the next step (:func:`freed_memory_kept`).
+holds (Ray's TorchTrainer does the same through ``OMP_NUM_THREADS``).
 """
 
 from __future__ import annotations
@@ -69,7 +68,7 @@ class TorchBackend(Backend):
                                 world_size=spec.world_size, timeout=timeout)
         del store  # the process group holds it; destroying the group closes it
         try:
-            with _torch_threads(self.threads), freed_memory_kept():
+            with _torch_threads(self.threads):
                 yield {"master": master, "device": torch_device(spec.use_gpu)}
         finally:
             dist.destroy_process_group()
@@ -87,38 +86,3 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-# glibc's mallopt parameters and its defaults (malloc/malloc.c)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_KEPT_MMAP_THRESHOLD = 32 << 20  # the most glibc's own moving threshold grows to on 64-bit
-_DEFAULT_MMAP_THRESHOLD = 128 << 10
-
-
-@contextlib.contextmanager
-def freed_memory_kept() -> Iterator[None]:
-    """glibc keeps freed memory for reuse in the block, and hands it back to the system after.
-
-    Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536``
-    (``distributed.nanny.pre-spawn-environ``) so that they return freed memory at
-    once. Setting it also freezes glibc's mmap threshold at 128 KiB: every tensor
-    above that (one step's activations of a 64-wide layer at batch 1024 are 256 KiB)
-    is a fresh mmap whose pages the kernel zeroes again, and a small model's forward
-    and backward take twice the CPU. A process started without that setting is
-    left alone (glibc adapts by itself there).
-    """
-    import ctypes
-
-    trim = os.environ.get("MALLOC_TRIM_THRESHOLD_")  # glibc's own variable, read as glibc read it
-    libc = ctypes.CDLL(None)  # this process's C library
-    if trim is None or not hasattr(libc, "mallopt"):
-        yield
-        return
-    libc.mallopt(_M_MMAP_THRESHOLD, _KEPT_MMAP_THRESHOLD)
-    libc.mallopt(_M_TRIM_THRESHOLD, 2 * _KEPT_MMAP_THRESHOLD)
-    try:
-        yield
-    finally:
-        libc.mallopt(_M_TRIM_THRESHOLD, int(trim))
-        libc.mallopt(_M_MMAP_THRESHOLD, int(os.environ.get("MALLOC_MMAP_THRESHOLD_", _DEFAULT_MMAP_THRESHOLD)))
-        libc.malloc_trim(0)

@@ -1,0 +1,66 @@
+"""glibc keeps the memory a rank frees for its next step (train.rank_memory), in Dask's worker processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from airflowless import train
+from airflowless.train import DataParallelTrainer, ScalingConfig
+
+
+def faults_per_step() -> float:
+    """Page faults per allocation and release of a 256 KiB array (one small step's activations)."""
+    import resource
+
+    import numpy as np
+
+    np.ones(1 << 16, np.float32).sum()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(200):
+        np.ones(1 << 16, np.float32).sum()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 200
+
+
+_NESTED = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from airflowless.train.rank_memory import freed_memory_kept
+from tests.train.test_rank_memory import faults_per_step
+
+outside = faults_per_step()
+with freed_memory_kept():
+    with freed_memory_kept():  # a second rank in the same process
+        pass
+    inside = faults_per_step()  # the first one still runs
+print(outside, inside, faults_per_step())
+"""
+
+
+def test_freed_memory_is_kept_while_any_rank_of_the_process_runs() -> None:
+    # Dask's workers start with this setting: every 256 KiB array is a fresh mapping of zeroed pages
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}
+    done = subprocess.run([sys.executable, "-c", _NESTED, root], env=env, capture_output=True, text=True,
+                          timeout=60, check=True)
+    outside, inside, after = (float(v) for v in done.stdout.split())
+    assert outside >= 32  # 64 pages of 4 KiB faulted in again every time
+    assert inside < 1
+    assert after >= 32  # the worker's own setting is back after the last rank
+
+
+def _report_faults() -> None:
+    train.report({"faults": faults_per_step()})
+
+
+@pytest.mark.usefixtures("home")
+def test_every_backends_ranks_keep_freed_memory_and_their_workers_get_dasks_setting_back(
+        cluster_client: Any) -> None:
+    assert all(faults >= 32 for faults in cluster_client.run(faults_per_step).values())
+    result = DataParallelTrainer(_report_faults, scaling_config=ScalingConfig(num_workers=2)).fit()
+    assert result.error is None and result.metrics["faults"] < 1
+    assert all(faults >= 32 for faults in cluster_client.run(faults_per_step).values())
