@@ -1,7 +1,8 @@
 """W6: the seed walkthrough end to end on taxi-M, airflowless against hand-written Dask glue.
 
 Run: python -m pytest tests/benchmarks/test_w6_e2e.py --benchmarks -s
-(W6_REPEATS=3 interleaved fresh-process runs; W6_LAYOUT=2x1 ranks per trial x trials in flight, or 1x2)
+(W6_REPEATS=3 interleaved fresh-process runs; W6_LAYOUT=2x1 ranks per trial x trials in flight, or 1x2).
+It also times the tune's floor: the same 8 fits in 2 plain XGBoost processes (cases/w6_floor.py).
 
 airflowless: read_parquet -> feature step -> split -> MinMaxScaler -> XGBoostTrainer (2 workers, 50 rounds)
 trained once -> Tuner (eta, max_depth, min_child_weight; 8 samples, Optuna TPE seed 0) -> BatchPredictor on
@@ -36,8 +37,8 @@ def test_w6_e2e_taxi_m() -> None:
     repeats = int(os.environ.get("W6_REPEATS", "3"))
     layout = os.environ.get("W6_LAYOUT", "2x1")
     cases = ["w6_airflowless", "w6_dask"]
-    results = compare(cases, repeats, env={"TAXI_PATH": path, "AIRFLOWLESS_HOME": f"{DATA}/home",
-                                           "W6_LAYOUT": layout})
+    results = compare([*cases, "w6_floor"], repeats, env={"TAXI_PATH": path, "AIRFLOWLESS_HOME": f"{DATA}/home",
+                                                          "W6_LAYOUT": layout})
     print(f"\nW6 e2e taxi-M, layout {layout} (airflowless), median of {repeats} interleaved fresh-process runs, "
           f"load {os.getloadavg()[0]:.1f}")
     for c in cases:
@@ -51,6 +52,12 @@ def test_w6_e2e_taxi_m() -> None:
     ratio = median(results["w6_airflowless"], "seconds") / median(results["w6_dask"], "seconds")
     memory = median(results["w6_airflowless"], "peak_rss_mb") / median(results["w6_dask"], "peak_rss_mb")
     print(f"  airflowless / Dask glue: time {ratio:.2f} (target <= 0.7), peak memory {memory:.2f} (target <= 1)")
+    ours, floor = median(results["w6_airflowless"], "tune_s"), median(results["w6_floor"], "tune_s")
+    bound = (median(results["w6_airflowless"], "seconds") - ours + floor) / median(results["w6_dask"], "seconds")
+    print(f"  tune floor (cases/w6_floor.py: 2 plain XGBoost processes, matrices built once) {floor:.1f} s "
+          f"({spread(results['w6_floor'], 'tune_s')}), best valid logloss "
+          f"{median(results['w6_floor'], 'best_valid_logloss'):.4f}; airflowless tune / floor {ours / floor:.2f}; "
+          f"airflowless / Dask glue with a tune at the floor {bound:.2f}")
     gap = abs(median(results["w6_airflowless"], "best_valid_logloss") - median(results["w6_dask"], "best_valid_logloss"))
     assert gap <= 0.002, f"best valid logloss differs by {gap:.4f} (must be within 0.002)"
 

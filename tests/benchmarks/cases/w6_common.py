@@ -58,3 +58,35 @@ class Phases:
         now = time.perf_counter()
         self.seconds[f"{name}_s"] = now - self._last
         self._last = now
+
+
+def tune_configs() -> list[dict]:
+    """The 8 configs W6's search asks for: Optuna's TPE (seed 0) samples its first 10 at random."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=0))
+    configs = []
+    for _ in range(SAMPLES):
+        trial = study.ask()
+        configs.append({"eta": trial.suggest_float("eta", 0.2, 0.4), "max_depth": trial.suggest_int("max_depth", 1, 5),
+                        "min_child_weight": trial.suggest_float("min_child_weight", 0.8, 1.0)})
+    return configs
+
+
+def floor_rank(rank: int, args: dict, shards: tuple, out) -> None:  # noqa: ANN001
+    """One of W6's floor processes: its matrices built once, then every tune config trained in
+    XGBoost's collective; rank 0 puts (seconds, last valid logloss) per config on ``out``."""
+    import xgboost as xgb
+    from xgboost import collective
+
+    (x, y), (xv, yv) = shards
+    with collective.CommunicatorContext(**args):
+        dtrain = xgb.QuantileDMatrix(x, label=y, max_bin=XGB_PARAMS["max_bin"], nthread=1)
+        dvalid = xgb.DMatrix(xv, label=yv, nthread=1)
+        for params in tune_configs():
+            began, history = time.perf_counter(), {}
+            xgb.train({**XGB_PARAMS, **params, "nthread": 1}, dtrain, num_boost_round=ROUNDS,
+                      evals=[(dtrain, "train"), (dvalid, "valid")], evals_result=history, verbose_eval=False)
+            if rank == 0:
+                out.put((time.perf_counter() - began, history["valid"]["logloss"][-1]))
