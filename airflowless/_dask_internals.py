@@ -63,6 +63,34 @@ def forget_topic_handler(client: Any, topic: str) -> None:
     getattr(client, "_event_handlers", {}).pop(topic, None)
 
 
+def close_topic(client: Any, topic: str) -> None:
+    """Unsubscribe ``client`` from ``topic`` and drop its handler; when no other client listens,
+    the scheduler forgets the topic and every event it kept.
+
+    Edits ``Scheduler._broker._topics`` through ``run_on_scheduler``: the broker keeps
+    each topic's events (up to ``distributed.scheduler.events-log-length``) and the
+    topic itself for the scheduler's life, and no public call drops them. Each fit's
+    ranks report on a topic of their own, so a long-lived cluster would keep every
+    report of every fit. The unsubscription is made there too, not with
+    ``Client.unsubscribe_topic``, whose message could arrive after the topic was
+    dropped and make it again.
+    """
+    try:
+        client.run_on_scheduler(_close_topic, topic=topic, subscriber=client.id)
+    finally:
+        forget_topic_handler(client, topic)
+
+
+def _close_topic(dask_scheduler: Any, topic: str, subscriber: str) -> None:
+    topics = dask_scheduler._broker._topics
+    state = topics.get(topic)  # .get: never creates the topic
+    if state is None:
+        return
+    state.unsubscribe(subscriber)
+    if not state.subscribers:
+        del topics[topic]
+
+
 async def wait_for_signals() -> None:
     """Wait until this process receives SIGINT or SIGTERM.
 

@@ -203,6 +203,31 @@ def test_topic_subscribers_and_trim_topic(cluster_client: Any) -> None:
     eventually(lambda: cluster_client.run_on_scheduler(subscribers) == set())
 
 
+def _topics(dask_scheduler: Any, prefix: str) -> list[str]:
+    return [name for name in dask_scheduler._broker._topics if name.startswith(prefix)]
+
+
+def test_close_topic_forgets_the_topic_and_its_events_once_no_client_listens(cluster_client: Any) -> None:
+    topic = f"airflowless-internals-{uuid.uuid4().hex}"
+    with Client(cluster_client.scheduler.address, set_as_default=False) as other:
+        for client in (cluster_client, other):
+            client.subscribe_topic(topic, lambda event: None)
+
+        def subscribers(dask_scheduler: Any) -> set[str]:
+            return internals.topic_subscribers(dask_scheduler, topic)
+
+        eventually(lambda: cluster_client.run_on_scheduler(subscribers) == {cluster_client.id, other.id})
+        cluster_client.log_event(topic, {"n": 1})
+        eventually(lambda: len(cluster_client.get_events(topic)) == 1)
+        internals.close_topic(cluster_client, topic)
+        assert topic not in cluster_client._event_handlers
+        assert cluster_client.run_on_scheduler(_topics, prefix=topic) == [topic]  # the other client listens
+        assert len(other.get_events(topic)) == 1
+        internals.close_topic(other, topic)
+    assert cluster_client.run_on_scheduler(_topics, prefix=topic) == []
+    internals.close_topic(cluster_client, topic)  # twice is harmless
+
+
 def _dashboard(client: Any) -> tuple[Any, str]:
     """The embedded cluster's scheduler object and its dashboard's base URL."""
     scheduler = client.cluster.scheduler

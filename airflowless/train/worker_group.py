@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._dask_internals import forget_topic_handler, worker_addresses, worker_resources
+from .._dask_internals import close_topic, worker_addresses, worker_resources
 from ..errors import RankFailedError
 from .backends.base import Backend
 from .checkpoint import Checkpoint
@@ -386,10 +386,8 @@ class WorkerGroup:
                 wait(running, timeout=grace_s)
         stragglers = [f for f in self.futures if f is not None and not f.done()]
         self.client.cancel(stragglers)
-        with contextlib.suppress(Exception):
-            self.client.unsubscribe_topic(self._topic)
-        # distributed's unsubscribe_topic leaves the handler registered on the client; drop it
-        forget_topic_handler(self.client, self._topic)
+        with contextlib.suppress(Exception):  # the scheduler forgets the group's reports too
+            close_topic(self.client, self._topic)
         self.futures = []  # release the rank tasks, so that the scheduler forgets them
         for name in ("master", "tracker", *[f"rank-{r}" for r in range(self.num_workers)]):
             with contextlib.suppress(Exception):

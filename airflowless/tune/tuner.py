@@ -28,6 +28,7 @@ from typing import Any
 import cloudpickle
 import fsspec
 
+from .._dask_internals import close_topic
 from ..errors import ConfigError
 from ..integrity import current_key, read_signed, write_signed
 from ..names import join_under
@@ -295,8 +296,8 @@ class _Loop:
             control.close()
             self._show(force=True)
             self.table.close()
-            with contextlib.suppress(Exception):
-                self.client.unsubscribe_topic(self.topic)
+            with contextlib.suppress(Exception):  # the scheduler forgets the experiment's reports too
+                close_topic(self.client, self.topic)
             with contextlib.suppress(Exception):
                 self.client.gather(self.releases, errors="skip")
         self.recorder.flush()

@@ -356,3 +356,30 @@ def test_restore_reuses_a_record_the_saved_state_does_not_know(tmp_path: Path,
     finally:
         store.close()
     assert experiment["status"] == "terminated_with_errors"
+
+
+def _report_twice(config: dict[str, Any]) -> None:
+    from airflowless import train
+
+    for step in range(2):
+        train.report({"score": config["x"] + step})
+
+
+def _our_topics(dask_scheduler: Any) -> set[str]:
+    return {name for name in dask_scheduler._broker._topics
+            if name.startswith(("airflowless-train-", "airflowless-tune-"))}
+
+
+def test_the_scheduler_forgets_the_reports_of_fits_and_experiments_that_ended(cluster_client: Any) -> None:
+    # a long-lived cluster would otherwise keep every report of every fit (one topic per fit)
+    from airflowless.train import DataParallelTrainer
+
+    before = cluster_client.run_on_scheduler(_our_topics)
+    trainer = DataParallelTrainer(_report_twice, train_loop_config={"x": 0},
+                                  scaling_config=ScalingConfig(num_workers=2))
+    assert trainer.fit().metrics["score"] == 1
+    grid = tune.Tuner(trainer, param_space={"train_loop_config": {"x": tune.grid_search([1, 2])}},
+                      tune_config=tune.TuneConfig(metric="score", mode="max")).fit()
+    assert grid.get_best_result().metrics["score"] == 3
+    assert tune.Tuner(_report_twice, param_space={"x": tune.grid_search([1, 2])}).fit().num_errors == 0
+    assert cluster_client.run_on_scheduler(_our_topics) <= before
