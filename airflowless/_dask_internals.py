@@ -13,6 +13,8 @@ importing it from this module.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -76,9 +78,16 @@ def close_topic(client: Any, topic: str) -> None:
     dropped and make it again.
     """
     try:
-        client.run_on_scheduler(_close_topic, topic=topic, subscriber=client.id)
+        done = client.run_on_scheduler(_close_topic, topic=topic, subscriber=client.id)
+        if inspect.isawaitable(done):  # an asynchronous client: the call runs on its loop, unawaited here
+            client.loop.add_callback(_quietly, done)
     finally:
         forget_topic_handler(client, topic)
+
+
+async def _quietly(awaitable: Any) -> None:
+    with contextlib.suppress(Exception):  # the cluster may be going away
+        await awaitable
 
 
 def _close_topic(dask_scheduler: Any, topic: str, subscriber: str) -> None:
