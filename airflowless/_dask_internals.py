@@ -13,8 +13,6 @@ importing it from this module.
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -75,19 +73,15 @@ def close_topic(client: Any, topic: str) -> None:
     ranks report on a topic of their own, so a long-lived cluster would keep every
     report of every fit. The unsubscription is made there too, not with
     ``Client.unsubscribe_topic``, whose message could arrive after the topic was
-    dropped and make it again.
+    dropped and make it again. For a synchronous client and a topic of one listener
+    (a fit's, an experiment's): a client that listens again on the same topic could
+    lose its new subscription to a close still on its way.
     """
     try:
-        done = client.run_on_scheduler(_close_topic, topic=topic, subscriber=client.id)
-        if inspect.isawaitable(done):  # an asynchronous client: the call runs on its loop, unawaited here
-            client.loop.add_callback(_quietly, done)
+        if client.status == "running":  # else the cluster is gone or going: nothing to tell it
+            client.run_on_scheduler(_close_topic, topic=topic, subscriber=client.id)
     finally:
         forget_topic_handler(client, topic)
-
-
-async def _quietly(awaitable: Any) -> None:
-    with contextlib.suppress(Exception):  # the cluster may be going away
-        await awaitable
 
 
 def _close_topic(dask_scheduler: Any, topic: str, subscriber: str) -> None:

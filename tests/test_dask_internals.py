@@ -228,27 +228,6 @@ def test_close_topic_forgets_the_topic_and_its_events_once_no_client_listens(clu
     internals.close_topic(cluster_client, topic)  # twice is harmless
 
 
-def test_close_topic_from_an_asynchronous_client(cluster_client: Any) -> None:
-    topic = f"airflowless-internals-{uuid.uuid4().hex}"
-
-    async def main() -> list[str]:
-        async with Client(cluster_client.scheduler.address, asynchronous=True, set_as_default=False) as client:
-            client.subscribe_topic(topic, lambda event: None)
-            for _ in range(100):
-                if await client.run_on_scheduler(_topics, prefix=topic):
-                    break
-                await asyncio.sleep(0.05)
-            internals.close_topic(client, topic)  # called from the loop, as a serve adapter's listener does
-            for _ in range(100):
-                found = await client.run_on_scheduler(_topics, prefix=topic)
-                if not found:
-                    break
-                await asyncio.sleep(0.05)
-            return found  # type: ignore[no-any-return]
-
-    assert asyncio.run(main()) == []
-
-
 def _dashboard(client: Any) -> tuple[Any, str]:
     """The embedded cluster's scheduler object and its dashboard's base URL."""
     scheduler = client.cluster.scheduler

@@ -81,7 +81,7 @@ def listen(client: Any, topic: str, handler: Callable[[dict[str, Any]], None]) -
     ``handler`` runs on the client's event loop: it should only hand the request
     over (set a flag, put it in a queue, feed a core on that loop).
     """
-    from .._dask_internals import close_topic
+    from .._dask_internals import forget_topic_handler
 
     def on_event(event: tuple[float, Any]) -> None:
         message = event[1]
@@ -93,7 +93,8 @@ def listen(client: Any, topic: str, handler: Callable[[dict[str, Any]], None]) -
         yield
     finally:
         with contextlib.suppress(Exception):  # the cluster may be gone already
-            close_topic(client, topic)
+            client.unsubscribe_topic(topic)
+        forget_topic_handler(client, topic)
 
 
 # -- scheduler side ---------------------------------------------------------------------------------
