@@ -331,3 +331,26 @@ def extend_adaptive_target(scheduler: Any, extra: Callable[[int], int]) -> None:
 
     scheduler.adaptive_target = adaptive_target
     scheduler.handlers["adaptive_target"] = adaptive_target
+
+
+def quiet_compute_failed(exception_names: tuple[str, ...]) -> None:
+    """Drop the worker's "Compute Failed" log record for tasks that raised one of ``exception_names``.
+
+    Touches the message and arguments of the record ``distributed.worker``
+    logs when a task raises (undocumented: the fourth argument is the
+    exception's repr). A failed stage's error is already told once, with the
+    user's traceback, by the DAG runner; the worker's dump of the same error
+    (the task's repr, the traceback again) only doubled it. Other tasks'
+    failures are still logged. Idempotent.
+    """
+    import logging
+
+    class _Quiet(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            args = record.args if isinstance(record.args, tuple) else ()
+            return not (str(record.msg).startswith("Compute Failed") and len(args) >= 4
+                        and str(args[3]).startswith(exception_names))
+
+    logger = logging.getLogger("distributed.worker")
+    if not any(type(existing).__name__ == "_Quiet" for existing in logger.filters):
+        logger.addFilter(_Quiet())

@@ -7,6 +7,8 @@ Messages say what was expected, what was got, and what to do.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AirflowlessError",
     "ConfigError",
@@ -161,20 +163,31 @@ class TrainingDataError(AirflowlessError, ValueError):
 
 
 class ClusterLostError(ClusterError):
-    """The cluster went away (its scheduler died or became unreachable) while a run was on it."""
+    """The cluster went away (its scheduler died or became unreachable) while a run was on it.
 
-    def __init__(self, run_id: int, address: str, unfinished: list[str]) -> None:
+    ``run_id`` is the pipeline run's; a Tuner's experiment gives ``experiment``
+    and its ``path`` instead (``run_id`` 0), and ``unfinished`` names its
+    interrupted trials.
+    """
+
+    def __init__(self, run_id: int, address: str, unfinished: list[str], experiment: str | None = None,
+                 path: str | None = None) -> None:
         self.run_id = run_id
         self.address = address
         self.unfinished = unfinished
-        super().__init__(
-            f"the cluster at {address} went away during run {run_id}"
-            + (f" (unfinished stages {unfinished} were recorded as failed or skipped)" if unfinished else "")
-            + f"; start a cluster and resume the run with --resume {run_id}"
-        )
+        self.experiment, self.path = experiment, path
+        if experiment is not None:
+            message = (f"the cluster at {address} went away during experiment {experiment!r}"
+                       + (f" (trials {unfinished} were interrupted; their checkpoints are kept)" if unfinished else "")
+                       + f"; start a cluster and continue with Tuner.restore({path!r}).fit()")
+        else:
+            message = (f"the cluster at {address} went away during run {run_id}"
+                       + (f" (unfinished stages {unfinished} were recorded as failed or skipped)" if unfinished else "")
+                       + f"; start a cluster and resume the run with --resume {run_id}")
+        super().__init__(message)
 
-    def __reduce__(self) -> tuple[type, tuple[int, str, list[str]]]:
-        return (type(self), (self.run_id, self.address, self.unfinished))
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return (type(self), (self.run_id, self.address, self.unfinished, self.experiment, self.path))
 
 
 class NonFiniteValueError(AirflowlessError, ValueError):

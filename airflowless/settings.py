@@ -29,6 +29,9 @@ class Settings:
                              ``$AIRFLOWLESS_HOME/airflowless.db``).
     ``AIRFLOWLESS_STORAGE``  local path or fsspec URL where stage outputs and
                              checkpoints are written (default ``$AIRFLOWLESS_HOME/storage``).
+    ``AIRFLOWLESS_SHARE``    ``group`` to share airflowless's folders and files with
+                             your group (0750/0640); by default they are yours
+                             alone (0700/0600, :mod:`airflowless.private`).
     ``AIRFLOWLESS_ADDRESS``  scheduler address to connect to instead of starting an
                              embedded cluster.
     ``CUDA_VISIBLE_DEVICES``  which GPUs the embedded cluster may use (one worker each).
@@ -59,6 +62,7 @@ class Settings:
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    share: str = ""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -77,6 +81,7 @@ class Settings:
             tls_ca=env.get("AIRFLOWLESS_TLS_CA") or None,
             tls_cert=env.get("AIRFLOWLESS_TLS_CERT") or None,
             tls_key=env.get("AIRFLOWLESS_TLS_KEY") or None,
+            share=_share(env),
         )
 
 
@@ -93,6 +98,15 @@ def _seconds(env: os._Environ[str] | dict[str, str], name: str, default: float) 
     if not value > 0 or value == float("inf"):
         raise ConfigError(f"{name} must be a number of seconds > 0, got {text!r}; fix or unset it")
     return value
+
+
+def _share(env: os._Environ[str] | dict[str, str]) -> str:
+    from .errors import ConfigError
+
+    share = env.get("AIRFLOWLESS_SHARE", "").strip().lower()
+    if share not in ("", "group"):
+        raise ConfigError(f"AIRFLOWLESS_SHARE must be 'group' (or unset: private to you), got {share!r}")
+    return share
 
 
 def get_settings() -> Settings:

@@ -339,3 +339,46 @@ def test_extend_adaptive_target() -> None:
                 return scheduler.adaptive_target(), await client.scheduler.adaptive_target()
 
     assert asyncio.run(scenario()) == (5, 5)
+
+
+def test_quiet_compute_failed(cluster_client: Any) -> None:
+    def raises_stage_failed() -> None:
+        from airflowless.errors import StageFailedError
+
+        raise StageFailedError("stage", "boom", "Traceback ...")
+
+    def raises_value_error() -> None:
+        raise ValueError("not a stage")
+
+    def records_of(fn: Any) -> list[str]:
+        """The "Compute Failed" records the worker's logger let through while ``fn`` failed there."""
+
+        def install(dask_worker: Any) -> None:
+            import logging
+
+            class Keep(logging.Handler):
+                def emit(self, record: logging.LogRecord) -> None:
+                    kept.append(record.getMessage())
+
+            kept: list[str] = []
+            handler = Keep()
+            logging.getLogger("distributed.worker").addHandler(handler)
+            dask_worker._test_kept = (handler, kept)
+
+        def collect(dask_worker: Any) -> list[str]:
+            import logging
+
+            handler, kept = dask_worker._test_kept
+            logging.getLogger("distributed.worker").removeHandler(handler)
+            return [message for message in kept if message.startswith("Compute Failed")]
+
+        worker = next(iter(cluster_client.scheduler_info()["workers"]))
+        cluster_client.run(install, workers=[worker])
+        future = cluster_client.submit(fn, workers=[worker], pure=False)
+        with pytest.raises(Exception):  # noqa: B017 - either error: only the log matters here
+            future.result(timeout=60)
+        return cluster_client.run(collect, workers=[worker])[worker]
+
+    assert records_of(raises_stage_failed) == []  # the plugin installed the filter on every worker
+    kept = records_of(raises_value_error)
+    assert len(kept) == 1 and "ValueError('not a stage')" in kept[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,7 +20,9 @@ def cluster() -> None:
 @click.option("--port", default=0, show_default=True, help="Scheduler port (0: a free one).")
 @click.option("--dashboard-port", default=None, type=int, help="Dashboard port (default: a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to bind; the default keeps the cluster private to this machine.")
+              help="Interface to bind; the default keeps the cluster off other machines, but other users of "
+                   "this one can still connect and run code as you: use --tls on a shared host "
+                   "(docs/security.md).")
 @click.option("--resources", default=None, metavar="NAME=AMOUNT[,...]",
               help="Resources each worker declares (default CPU=<threads>).")
 @click.option("--tls", "use_tls", is_flag=True,
@@ -69,6 +72,11 @@ def up(workers: int, threads: int, port: int, dashboard_port: int | None, host: 
         click.echo(f"workers    adaptive, {adapt} (logs in {started.log_dir})")
     else:
         click.echo(f"workers    {len(started.worker_pids)} (logs in {started.log_dir})")
+    pages = started.dashboard_link.rsplit("/status", 1)[0] + "/airflowless/"
+    from ..settings import get_settings
+
+    where = "AIRFLOWLESS_TOKEN" if get_settings().token else f"the token in {_token_file(started.dashboard_link)}"
+    click.echo(f"pages      {pages}   (actions need {where})")
     if started.tls_dir:
         click.echo(f"tls        certificates in {started.tls_dir} (drivers need ca.pem, client.pem, client-key.pem)")
         click.echo(f"use it:    export AIRFLOWLESS_ADDRESS={started.address} AIRFLOWLESS_TLS_DIR={started.tls_dir}"
@@ -88,6 +96,7 @@ def down() -> None:
         return
     stop_process_cluster(existing)
     default_state_path().unlink(missing_ok=True)
+    _token_file(existing.dashboard_link).unlink(missing_ok=True)  # its scheduler removes it, unless killed
     click.echo(f"stopped the cluster at {existing.address}")
 
 
@@ -110,6 +119,16 @@ def status() -> None:
                    f"workers unknown ({bounds}): the scheduler's process is running but the scheduler did not "
                    f"answer within {_STATUS_TIMEOUT:g} s; see {existing.log_dir}/scheduler.log")
     click.echo(f"up at {existing.address}, {workers}, dashboard {existing.dashboard_link}")
+
+
+def _token_file(dashboard_link: str) -> Path:
+    """Where the control plane of the cluster whose dashboard is at ``dashboard_link`` keeps its token."""
+    from urllib.parse import urlsplit
+
+    from ..control.auth import token_path
+    from ..settings import get_settings
+
+    return token_path(get_settings().home, urlsplit(dashboard_link).port or 0)
 
 
 _STATUS_TIMEOUT = 3.0  # seconds `cluster status` waits for an adaptive cluster's scheduler to answer

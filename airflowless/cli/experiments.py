@@ -16,7 +16,7 @@ from ..store.records import ExperimentStatus
 from .runs import _open
 
 _STYLE = {"completed": "green", "errored": "red", "completed_with_errors": "yellow", "running": "blue",
-          "pending": "cyan", "paused": "magenta"}
+          "pending": "cyan", "paused": "magenta", "interrupted": "yellow"}
 
 
 @click.group()
@@ -152,7 +152,7 @@ def _counts(trials: list[dict[str, Any]], *, all_statuses: bool = True) -> str:
     for trial in trials:
         status = ExperimentStatus.shown(trial["status"])
         by_status[status] = by_status.get(status, 0) + 1
-    order = ["completed", "running", "pending", "paused", "errored"]
+    order = ["completed", "running", "pending", "paused", "interrupted", "errored"]
     shown = sorted(by_status, key=lambda s: (order.index(s) if s in order else len(order), s))
     detail = ", ".join(f"{by_status[s]} {s}" for s in shown if all_statuses or s != "completed")
     return f"{len(trials)}" + (f" ({detail})" if detail else "")

@@ -26,7 +26,12 @@ def list_runs(limit: int, pipeline: str | None, db: str | None) -> None:
     """The latest runs, newest first."""
     from .render import print_runs
 
-    print_runs(_open(db).list_runs(limit=limit, pipeline=pipeline))
+    records = _open(db).list_runs(limit=limit, pipeline=pipeline)
+    if not records:
+        which = f"of pipeline {pipeline!r} " if pipeline else ""
+        click.echo(f"no runs {which}recorded yet; start one with `airflowless run pipelines/FILE.py`")
+        return
+    print_runs(records)
 
 
 @runs.command("show")

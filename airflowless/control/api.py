@@ -57,7 +57,8 @@ class ApiHandler(web.RequestHandler):
         self.authorized = False  # set once the token check passed: only then an ETag (and so a 304)
 
     def prepare(self) -> None:
-        auth.check(self.ctx, self.request.headers.get("Authorization"), action=self.request.method == "POST")
+        auth.check(self.ctx, self.request.headers.get("Authorization"), action=self.request.method == "POST",
+                   host=self.request.headers.get("Host", ""))
         self.authorized = True
         declared = self.request.headers.get("Content-Length", "0")
         if not declared.isdigit() or int(declared) > _MAX_BODY:

@@ -69,13 +69,33 @@ def is_loopback(host: str) -> bool:
         return False  # a name or "" (every interface): not provably loopback
 
 
-def check(ctx: ControlContext, authorization: str | None, *, action: bool) -> None:
-    """Refuse a request that needs the token and lacks it (401) or has another one (403)."""
-    if not action and ctx.loopback:
+def named_here(host_header: str) -> bool:
+    """Whether a request's ``Host`` names this machine's loopback (``localhost``, ``127.0.0.1:8787``,
+    ``[::1]``) or its own host name: what a browser on this machine sends, not a rebound domain.
+
+    >>> named_here("127.0.0.1:8787"), named_here("[::1]:80"), named_here("attacker.test:8787")
+    (True, True, False)
+    """
+    name = host_header.strip()
+    name = name[1:].split("]", 1)[0] if name.startswith("[") else name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+    return is_loopback(name) or name.lower() in {socket.gethostname().lower(), socket.getfqdn().lower()}
+
+
+def check(ctx: ControlContext, authorization: str | None, *, action: bool, host: str | None = None) -> None:
+    """Refuse a request that needs the token and lacks it (401) or has another one (403).
+
+    Reads on a loopback-only server need no token, if their ``Host`` names this
+    machine (:func:`named_here`): a page of another site whose name was rebound
+    to 127.0.0.1 (DNS rebinding) sends its own name, and needs the token.
+    """
+    if not action and ctx.loopback and (host is None or named_here(host)):
         return
     scheme, _, given = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
-        why = "actions need" if action else "this server listens beyond loopback, so every request needs"
+        why = ("actions need" if action else
+               f"the Host {str(host)[:100]!r} does not name this machine (open the pages at 127.0.0.1 or "
+               "localhost), so this read needs" if ctx.loopback else
+               "this server listens beyond loopback, so every request needs")
         raise Unauthorized(f"{why} the cluster's token: send 'Authorization: Bearer <token>' ({_WHERE})")
     if ctx.token is None:
         raise Forbidden("this server was started without a token, so it takes no actions; "

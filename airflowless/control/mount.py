@@ -22,7 +22,10 @@ import logging
 import ssl
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .context import ControlContext
 
@@ -65,8 +68,8 @@ def install(scheduler: Any, *, store_url: str | None = None, token: str | None =
 
     ``store_url`` defaults to ``AIRFLOWLESS_DB`` (or the SQLite file under
     ``AIRFLOWLESS_HOME``); ``token`` to ``AIRFLOWLESS_TOKEN``, or a new one kept in
-    ``$AIRFLOWLESS_HOME/tokens/<host>-<dashboard port>`` (mode 0600). Installing twice
-    returns the first context.
+    ``$AIRFLOWLESS_HOME/tokens/<host>-<dashboard port>`` (mode 0600) and removed
+    when the scheduler closes. Installing twice returns the first context.
     """
     if scheduler in _installed:
         return _installed[scheduler]
@@ -84,7 +87,9 @@ def install(scheduler: Any, *, store_url: str | None = None, token: str | None =
     ctx.token_hint = "AIRFLOWLESS_TOKEN"
     if ctx.token is None:
         ctx.token = auth.generate_token()
-        ctx.token_hint = str(auth.write_token(ctx.token, settings.home, bound[0][1]))
+        written = auth.write_token(ctx.token, settings.home, bound[0][1])
+        ctx.token_hint = str(written)
+        scheduler.add_plugin(_ForgetToken(written))
     application.add_handlers(r".*$", routes(ctx, _http_prefix(application)))
     if _present("airflowless.control.pages"):
         from . import pages  # type: ignore[attr-defined,unused-ignore]
@@ -100,6 +105,18 @@ def install(scheduler: Any, *, store_url: str | None = None, token: str | None =
             logger.warning("airflowless: no airflowless_* metrics on /metrics (%s); pip install prometheus-client",
                            exc)
     return ctx
+
+
+class _ForgetToken(SchedulerPlugin):
+    """Removes the token file it names when the scheduler closes (tokens of past clusters piled up)."""
+
+    name = "airflowless-token"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    async def close(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def installed(scheduler: Any) -> ControlContext | None:

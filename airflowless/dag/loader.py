@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -21,15 +22,16 @@ def load_module(target: str) -> ModuleType:
     if target.endswith(".py") or path.exists():
         if not path.is_file():
             raise PipelineLoadError(f"no pipeline module at {target!r} (looked for the file {path.resolve()})")
-        name = f"airflowless_user.{path.stem}_{abs(hash(str(path.resolve()))):x}"
+        # the same name for the same file in every process (hash() of a str changes per process)
+        name = f"airflowless_user.{path.stem}_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise PipelineLoadError(f"cannot load {target!r} as a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         parent = str(path.resolve().parent.parent)
-        if parent not in sys.path:
-            sys.path.insert(0, parent)  # so `from pipelines.x import y` works inside it
+        if parent not in sys.path:  # so `from pipelines.x import y` works inside it; last, so that
+            sys.path.append(parent)  # a file there named like a standard or installed module shadows none
         try:
             spec.loader.exec_module(module)
         except Exception as exc:

@@ -72,17 +72,27 @@ class Dataset:
         A class is constructed once per worker process and kept for later
         blocks (model loading, warm caches); ``concurrency`` bounds how many of
         this operator's tasks run at once. ``batch_size=None`` gives each call a
-        whole block.
+        whole block. ``num_gpus`` (Ray's) makes each task declare that many
+        ``GPU`` resources, so it runs on a GPU worker, where the GPU is device
+        0; such a transform is not fused with its CPU neighbours. Ray's
+        ``num_cpus``, ``compute``, ``zero_copy_batch`` and ``memory`` are
+        accepted and ignored: data tasks declare no CPUs, so that they never
+        wait behind training ranks that hold them.
         """
         unknown = set(ray_options) - {"num_cpus", "num_gpus", "compute", "zero_copy_batch", "memory"}
         if unknown:
             raise TypeError(f"map_batches got unknown argument(s) {sorted(unknown)}; it takes fn, batch_size, "
                             "batch_format, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs, "
-                            "concurrency (Ray's num_cpus/num_gpus/compute/zero_copy_batch/memory are accepted and "
-                            "ignored)")
+                            "concurrency, num_gpus (Ray's num_cpus/compute/zero_copy_batch/memory are accepted "
+                            "and ignored)")
+        gpus = ray_options.get("num_gpus") or 0
+        if isinstance(gpus, bool) or not isinstance(gpus, int | float) or gpus < 0:
+            raise ValueError(f"map_batches(num_gpus=...) must be a number >= 0, got {gpus!r}")
         transform = MapBatchesFn(fn, batch_size, batch_format, tuple(fn_args), dict(fn_kwargs or {}),
                                  tuple(fn_constructor_args), dict(fn_constructor_kwargs or {}),
                                  instance_key=uuid.uuid4().hex)
+        if gpus:
+            return Dataset(lo.MapBlocks(self._plan, transform, concurrency, (("GPU", float(gpus)),)))
         return self._then(transform, concurrency)
 
     def map(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Dataset:

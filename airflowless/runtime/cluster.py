@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._cloudpickle_internals import keep_code_filenames
 from ..errors import ClusterError, ConfigError
+from ..private import secure_roots
 from ..settings import get_settings
 from .resources import WorkerPlan, detect_gpus, plan_workers
 
@@ -93,6 +95,8 @@ def init(
     ``_CERT``, ``_KEY``).
     """
     global _runtime
+    keep_code_filenames()  # tracebacks from workers name the user's files, whatever cloudpickle does
+    secure_roots()  # the record, outputs and checkpoints are this user's alone (airflowless.private)
     if cluster is not None and not hasattr(cluster, "scheduler_address"):
         raise ConfigError(f"init(cluster=...) expects a distributed Cluster object (LocalCluster, "
                           f"SLURMCluster, KubeCluster, ...), got {type(cluster).__name__}; pass an address "

@@ -1,9 +1,10 @@
 """A real Dask cluster as background OS processes: one scheduler, N workers.
 
 Used by ``airflowless cluster up/down`` and by integration tests. Each process
-is started with ``python -m distributed.cli.dask_scheduler`` or
-``python -m distributed.cli.dask_worker`` (the modules behind ``dask scheduler``
-and ``dask worker``) in its own session, so its pid is also its process-group
+runs ``distributed.cli.dask_scheduler`` or ``distributed.cli.dask_worker`` (the
+modules behind ``dask scheduler`` and ``dask worker``) through
+:mod:`airflowless.runtime.launch` (``python -P -m``, the start folder last on
+``sys.path``) in its own session, so its pid is also its process-group
 id, and it outlives the Python process that started it. Output goes to
 ``scheduler.log`` and ``worker-<i>.log`` in the cluster's ``log_dir``.
 With ``tls`` (a folder of certificates, :mod:`airflowless.runtime.tls`) every
@@ -34,7 +35,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from airflowless.errors import ClusterError, ConfigError
+from airflowless.private import private_folder
+from airflowless.runtime import launch
 from airflowless.settings import get_settings
 
 __all__ = [
@@ -357,7 +359,7 @@ def default_state_path() -> Path:
 def save_state(cluster: ProcessCluster, path: str | Path | None = None) -> Path:
     """Write ``cluster`` to ``path`` (default :func:`default_state_path`) atomically; return the path."""
     target = Path(path) if path is not None else default_state_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(target.parent)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(cluster.to_json() + "\n")
     os.replace(tmp, target)
@@ -431,9 +433,9 @@ def _free_ports(host: str, *wanted: int | None) -> list[int]:
 
 def _log_folder(log_dir: str | Path | None) -> Path:
     """``log_dir`` (made if missing), or a new temporary folder."""
-    logs = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="airflowless-cluster-"))
-    logs.mkdir(parents=True, exist_ok=True)
-    return logs
+    if log_dir is None:
+        return Path(tempfile.mkdtemp(prefix="airflowless-cluster-"))  # 0700
+    return private_folder(log_dir)
 
 
 def _flags(**options: object) -> list[str]:
@@ -448,7 +450,7 @@ def _launch(
 ) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", *args],
+            launch.command(*args),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WorkerPlan", "plan_workers", "detect_gpus", "worker_resources", "spec_resources"]
+__all__ = ["WorkerPlan", "plan_workers", "gpu_worker_threads", "detect_gpus", "worker_resources", "spec_resources"]
 
 
 @dataclass(frozen=True)
@@ -56,21 +56,42 @@ def plan_workers(
     Without GPUs: ``n_workers`` (default one per core) processes of
     ``threads_per_worker`` threads, each declaring ``CPU=threads``. With GPUs:
     one worker per GPU, pinned by ``CUDA_VISIBLE_DEVICES``, declaring ``GPU=1``
-    and an even share of the cores.
+    and :func:`gpu_worker_threads` cores; the cores left over become CPU-only
+    workers as above (with no GPU visible), so reading and transforming data
+    for the GPUs runs in processes of its own, not under the trainer's GIL (a
+    16-core, 1-GPU machine: one GPU worker of 4 threads and 12 single-thread
+    CPU workers).
+
+    >>> [(p.name, p.nthreads, p.resources) for p in plan_workers(cpus=4, gpus=("0",))]
+    [('gpu-0', 1, {'CPU': 1.0, 'GPU': 1.0}), ('cpu-0', 1, {'CPU': 1.0}), ('cpu-1', 1, {'CPU': 1.0}), ('cpu-2', 1, {'CPU': 1.0})]
     """
     cpus = cpus or os.cpu_count() or 1
+    plans = []
     if gpus:
-        share = max(1, cpus // len(gpus))
-        return [
-            WorkerPlan(f"gpu-{gpu}", share, {"CPU": float(share), "GPU": 1.0},
-                       {"CUDA_VISIBLE_DEVICES": gpu})
-            for gpu in gpus
-        ]
+        share = gpu_worker_threads(cpus, len(gpus))
+        plans = [WorkerPlan(f"gpu-{gpu}", share, {"CPU": float(share), "GPU": 1.0}, {"CUDA_VISIBLE_DEVICES": gpu})
+                 for gpu in gpus]
+        cpus -= share * len(gpus)
+        if cpus < threads_per_worker:
+            return plans
     count = n_workers or max(1, cpus // threads_per_worker)
-    return [
-        WorkerPlan(f"cpu-{i}", threads_per_worker, {"CPU": float(threads_per_worker)})
+    hidden = {"CUDA_VISIBLE_DEVICES": ""} if gpus else {}  # no CUDA context where no GPU is declared
+    return plans + [
+        WorkerPlan(f"cpu-{i}", threads_per_worker, {"CPU": float(threads_per_worker)}, dict(hidden))
         for i in range(count)
     ]
+
+
+def gpu_worker_threads(cpus: int, gpus: int) -> int:
+    """Threads (and declared CPUs) of each GPU worker: a quarter of the cores per GPU, 1 to 4.
+
+    Enough for a rank's training loop and its framework's host-side threads;
+    the rest of the machine feeds it from CPU-only workers.
+
+    >>> gpu_worker_threads(16, 1), gpu_worker_threads(2, 1), gpu_worker_threads(64, 8)
+    (4, 1, 2)
+    """
+    return max(1, min(4, cpus // (4 * gpus)))
 
 
 def worker_resources(*, nthreads: int, memory_limit: float | None,

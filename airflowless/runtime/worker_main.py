@@ -1,14 +1,17 @@
 """One embedded-cluster worker process: ``python -m airflowless.runtime.worker_main SPEC``.
 
-Started by :class:`airflowless.runtime.worker_process.WorkerProcess`, never by
-``multiprocessing``: this module is the process's ``__main__``, so the user's
+Started by :class:`airflowless.runtime.worker_process.WorkerProcess` as
+``python -P -m`` (never by ``multiprocessing``), so the folder it starts in is
+not put first on ``sys.path`` (:mod:`airflowless.runtime.launch` says why): this module is the process's ``__main__``, so the user's
 script is never imported here (a script without an ``if __name__ ==
 "__main__":`` guard works, and its top-level imports cost the worker nothing).
 Functions defined in the script still arrive by value (cloudpickle pickles
 ``__main__`` functions by value).
 
 SPEC is a JSON object: ``scheduler`` (address), ``worker`` (keyword arguments
-of ``distributed.Worker``), ``sys_path`` (the driver's), ``ready_fd`` (a pipe
+of ``distributed.Worker``), ``sys_path`` (the driver's: its entries
+follow this process's own, so they add the user's modules without shadowing a
+standard or installed one), ``ready_fd`` (a pipe
 the worker's address is written to once it is registered), ``silence_logs``
 (a logging level for ``distributed``) and ``tls`` (a folder of certificates,
 or null: see :mod:`airflowless.runtime.tls`).
@@ -50,7 +53,7 @@ def main(argv: list[str]) -> None:
     import json
 
     spec = json.loads(argv[1])
-    sys.path[:] = spec["sys_path"]
+    sys.path.extend(entry for entry in spec["sys_path"] if entry not in sys.path)
 
     from distributed import Worker
     from distributed.utils import silence_logging_cmgr

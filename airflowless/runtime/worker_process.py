@@ -144,7 +144,7 @@ class WorkerProcess(ProcessInterface):
                 "ready_fd": write_fd, "silence_logs": self.silence_logs, "tls": self.tls}
         try:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", _ENTRY_MODULE, json.dumps(spec),
+                sys.executable, "-P", "-m", _ENTRY_MODULE, json.dumps(spec),  # -P: launch.py says why
                 stdin=asyncio.subprocess.PIPE, pass_fds=(write_fd,), env=self._child_env(),
                 start_new_session=True,
             )

@@ -104,12 +104,19 @@ class BatchPredictor:
         """
         return cls(checkpoint, predictor_cls, **predictor_kwargs)
 
-    def predict(self, dataset: Any, *, keep_columns: Sequence[str] = (), concurrency: int | None = None) -> Any:
-        """A lazy Dataset of ``keep_columns`` plus a ``predictions`` column."""
+    def predict(self, dataset: Any, *, keep_columns: Sequence[str] = (), concurrency: int | None = None,
+                num_gpus_per_worker: float = 0) -> Any:
+        """A lazy Dataset of ``keep_columns`` plus a ``predictions`` column.
+
+        ``num_gpus_per_worker`` (Ray's): each scoring task asks for that many
+        GPUs, so the model is loaded and run on GPU workers only (where the
+        GPU is ``cuda:0``; a custom predictor class puts its model there).
+        """
         if self.predictor_cls is not None:
             return dataset.map_batches(_CustomScorer, batch_format="pandas", concurrency=concurrency,
                                        fn_constructor_args=(self.checkpoint.path, self.predictor_cls,
-                                                            self.predictor_kwargs, tuple(keep_columns)))
+                                                            self.predictor_kwargs, tuple(keep_columns)),
+                                       num_gpus=num_gpus_per_worker)
         return dataset.map_batches(_Scorer, batch_format="pandas",
                                    fn_constructor_args=(self.checkpoint.path, tuple(keep_columns)),
-                                   concurrency=concurrency)
+                                   concurrency=concurrency, num_gpus=num_gpus_per_worker)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import AirflowlessError
 
 __all__ = ["ServeError", "BadRequestError", "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError",
-           "UnavailableError"]
+           "UnavailableError", "ReplicaStuckError"]
 
 
 class ServeError(AirflowlessError, RuntimeError):
@@ -49,6 +49,10 @@ class UnavailableError(ServeError):
 
 class ReplicaDiedError(ServeError):
     """The replica serving a request died while the request was running on it."""
+
+
+class ReplicaStuckError(ServeError):
+    """A replica's thread still runs a call whose caller left; the controller replaces the replica."""
 
 
 class DeploymentNotFoundError(AirflowlessError, KeyError):

@@ -3,7 +3,10 @@
 The defaults keep one slow or greedy client from holding the proxy: a request
 must send its headers within ``header_timeout_s`` and its whole body within
 ``body_timeout_s``; an idle keep-alive connection is closed after
-``keep_alive_timeout_s``; beyond ``limit_concurrency`` open connections or
+``keep_alive_timeout_s``; a request whose deployment has not answered within
+``request_timeout_s`` (60 s; ``None`` waits for ever) gets a 504 and its call
+is cancelled on the replica, as it is when the client goes away first;
+beyond ``limit_concurrency`` open connections or
 requests the proxy answers 503; a body is at most ``max_body_bytes`` (413)
 and the headers at most ``max_header_bytes`` (431, also while they are still
 arriving, with either parser).
@@ -40,6 +43,7 @@ class HTTPOptions:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     keep_alive_timeout_s: float = 5.0
+    request_timeout_s: float | None = 60.0
     limit_concurrency: int = 512
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
@@ -54,10 +58,13 @@ class HTTPOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"http_options[{name!r}] must be an int >= 1, got {value!r}")
-        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s", "request_timeout_s"):
             value = getattr(self, name)
+            if value is None and name == "request_timeout_s":
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ConfigError(f"http_options[{name!r}] must be a number of seconds > 0, got {value!r}")
+                allowed = " (or None: no limit)" if name == "request_timeout_s" else ""
+                raise ConfigError(f"http_options[{name!r}] must be a number of seconds > 0{allowed}, got {value!r}")
         for name in ("ssl_certfile", "ssl_keyfile", "ssl_ca_certs"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):

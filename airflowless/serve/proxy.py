@@ -13,8 +13,11 @@ The body is read here, chunk by chunk, counting bytes: beyond
 (400 malformed, non-finite or over-deep JSON, or a :class:`BadRequestError`
 from the deployment; 404 unknown route; 431 headers over ``max_header_bytes``);
 an overloaded deployment is a 503; an error in the deployment's code, or a
-result that is not JSON, is a 500 naming it. A client that goes away mid-request is one log line
-(logger ``airflowless.serve.proxy``). ``GET /-/healthz`` and
+result that is not JSON, is a 500 naming it; a deployment that has not
+answered within ``request_timeout_s`` is a 504. A client that goes away
+mid-request is one log line (logger ``airflowless.serve.proxy``). In both of
+those cases the call is cancelled on the replica (:mod:`.replica` says what
+that does to a plain ``def`` method that cannot be interrupted). ``GET /-/healthz`` and
 ``GET /-/routes`` report on the proxy.
 """
 
@@ -68,6 +71,51 @@ def _json(payload: Any, status: int = 200, *, close: bool = False) -> Response:
 
 def _error(status: int, message: str, *, close: bool = False) -> Response:
     return _json({"error": message}, status, close=close)
+
+
+class _ClientLeft(Exception):
+    """The client closed its connection while its request ran."""
+
+
+class _Raised(Exception):
+    """The deployment's own ``TimeoutError``, kept apart from the request's (a 500, not a 504)."""
+
+
+async def _disconnected(request: Request) -> None:
+    """Return once the client has closed the connection (the body is read by then)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _call(request: Request, target: RouteTarget, route: HTTPRoute, argument: Any,
+                options: HTTPOptions) -> Any:
+    """The deployment's answer; cancelled (on the replica too) when the client leaves or time is up.
+
+    One watcher per request waits for the client's disconnect; it ends the call
+    by moving the request's deadline to now, so a single ``asyncio.timeout``
+    cancels the call for both reasons.
+    """
+    left = waiting = False
+
+    def on_disconnect(watcher: asyncio.Future[None]) -> None:
+        nonlocal left
+        if waiting and not watcher.cancelled() and watcher.exception() is None:
+            left = True
+            deadline.reschedule(-1.0)  # in the past: the call is cancelled on the next turn
+
+    async with asyncio.timeout(options.request_timeout_s) as deadline:
+        watcher = asyncio.ensure_future(_disconnected(request))
+        watcher.add_done_callback(on_disconnect)
+        waiting = True
+        try:
+            return await target.router.call(route.method, (argument,), {})
+        except TimeoutError as exc:  # from inside the call: the deployment's own error
+            raise _Raised(f"the deployment raised TimeoutError: {exc}") from None
+        finally:
+            waiting = False
+            watcher.cancel()
+            if left:
+                raise _ClientLeft()
 
 
 def _client(request: Request) -> str:
@@ -153,7 +201,17 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
                 return Response(status_code=499)  # nobody reads it: the client is gone
             return _error(refused.status, str(refused), close=refused.status in (408, 413, 431))
         try:
-            result = await target.router.call(route.method, (argument,), {})
+            result = await _call(request, target, route, argument, options)
+        except _ClientLeft:
+            logger.info("%s %s from %s: the client left before the answer; the call was cancelled",
+                        request.method, path, _client(request))
+            return Response(status_code=499)
+        except TimeoutError:
+            return _error(504, f"application {target.app_name!r} did not answer within "
+                               f"{options.request_timeout_s:g} s (http_options request_timeout_s); the call "
+                               "was cancelled")
+        except _Raised as exc:
+            return _error(500, str(exc))
         except BadRequestError as exc:
             return _error(400, str(exc))
         except (BackPressureError, ReplicaDiedError, ServeError) as exc:

@@ -23,6 +23,19 @@ user's code runs inside the worker process, so there is no second hop. The
 one thing Dask's actor RPC is slow at, per-request calls, goes through the
 replica's own socket instead (figures in :mod:`.wire`).
 
+Cancelled requests: a request its caller stopped waiting for (the wire's
+cancel frame: the HTTP client left, or the proxy's ``request_timeout_s``
+passed) is cancelled here too. An ``async`` method gets ``CancelledError`` at
+its next ``await`` and its slot is free at once. A plain ``def`` method runs
+in the replica's one thread, where Python cannot interrupt it: if it is still
+running, new requests that need that thread are refused (:class:`.wire.Busy`:
+the router sends them to another replica), and if it still runs
+:data:`STUCK_AFTER_S` after its caller left, the replica is *stuck*: it
+refuses them for good (the router drops it) and answers the controller's next health or metrics probe
+with :class:`ReplicaStuckError`, so the controller replaces it with a fresh
+replica. The abandoned thread itself runs on in the worker until the call
+returns (no thread can be killed); restart the worker to reclaim it.
+
 Garbage collection: a full (generation 2) collection walks every object the
 process holds. In a worker or a driver that imported pandas, scikit-learn and
 Dask that is hundreds of thousands of objects, a pause of ~80 ms on this
@@ -53,8 +66,8 @@ from typing import Any
 
 from .._dask_internals import get_scheduler_metadata, set_scheduler_metadata
 from ..runtime.plugins import PLUGIN_NAME
-from .errors import BadRequestError
-from .wire import Connection, Rejected, WireServer
+from .errors import BadRequestError, ReplicaStuckError
+from .wire import Busy, Connection, Rejected, WireServer
 
 __all__ = ["Replica", "ReplicaSpec", "ReplicaInfo", "controller_identity", "freeze_heap", "stop_replicas"]
 
@@ -63,6 +76,8 @@ log = logging.getLogger(__name__)
 _LEASE_CHECK_S = 0.5
 _CONTROL_METHODS = frozenset({"__metrics__", "__health__", "__drain__"})
 _STATE_PREFIX = "serve-replica:"
+STUCK_AFTER_S = 2.0
+"""How long a plain ``def`` call may run on after its caller left before the replica counts as stuck."""
 
 
 def freeze_heap() -> None:
@@ -130,6 +145,7 @@ class Replica:
         self._controller_calls: dict[int, Connection] = {}
         self._calls = itertools.count()
         self._watchdog: asyncio.Future[None] | None = None
+        self._abandoned: dict[int, tuple[str, float]] = {}  # thread calls whose caller left: name, when
         self._register()
 
     def _register(self) -> None:
@@ -179,7 +195,19 @@ class Replica:
         if table and any(row[3] == self._token for row in table.get("replicas", [])):
             await set_scheduler_metadata(self._worker, key, None)
 
+    def _stuck(self) -> str:
+        """Why this replica's thread is lost to a call nobody waits for, or "" while it is not."""
+        now = time.monotonic()
+        for name, left_at in list(self._abandoned.values()):
+            if now - left_at > STUCK_AFTER_S:
+                return (f"replica {self.spec.replica_id} of {self.spec.deployment_name!r} is stuck: a call to "
+                        f"{name} still runs {now - left_at:.0f} s after its caller stopped waiting")
+        return ""
+
     async def _control(self, method: str, connection: Connection) -> dict[str, Any]:
+        stuck = self._stuck()
+        if stuck:  # the controller replaces this replica
+            raise ReplicaStuckError(stuck)
         self._lease_until = time.monotonic() + self.spec.lease_s
         call = next(self._calls)
         self._controller_calls[call] = connection
@@ -202,9 +230,15 @@ class Replica:
             return await self._control(method, connection)
         if self.draining:
             raise Rejected(f"replica {self.spec.replica_id} is draining")
+        fn = self._method(method)
+        if self._abandoned and not _is_async(fn):  # its thread is taken by a call nobody waits for
+            stuck = self._stuck()
+            if stuck:
+                raise Rejected(stuck)
+            raise Busy(f"replica {self.spec.replica_id} still runs a call its caller left; try another replica")
         self.ongoing += 1
         try:
-            return await self._run(self._method(method), args, kwargs)
+            return await self._run(fn, args, kwargs)
         finally:
             self.ongoing -= 1
 
@@ -222,10 +256,17 @@ class Replica:
         return fn
 
     async def _run(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
+        if _is_async(fn):
             return await fn(*args, **kwargs)
-        result = await asyncio.get_running_loop().run_in_executor(
-            self._executor, functools.partial(fn, *args, **kwargs))
+        call = self._executor.submit(functools.partial(fn, *args, **kwargs))
+        try:
+            result = await asyncio.wrap_future(call)
+        except asyncio.CancelledError:
+            if call.running():  # Python cannot stop it: remember it until it returns (see the module docstring)
+                key = id(call)
+                self._abandoned[key] = (getattr(fn, "__qualname__", repr(fn)), time.monotonic())
+                call.add_done_callback(lambda _: self._abandoned.pop(key, None))
+            raise
         return await result if inspect.isawaitable(result) else result
 
     async def stop(self) -> None:
@@ -245,6 +286,10 @@ class Replica:
         if self._server is not None:
             self._server.stop_listening()
         self.stopped = True
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
 async def stop_replicas(owners: list[str], dask_worker: Any = None) -> list[str]:

@@ -31,7 +31,7 @@ from typing import Any
 
 from .errors import BackPressureError, ReplicaDiedError, ServeError, UnavailableError
 from .replica import ReplicaInfo
-from .wire import Rejected, WireClient
+from .wire import Busy, Rejected, WireClient
 
 __all__ = ["Router"]
 
@@ -121,8 +121,9 @@ class Router:
         started = time.monotonic()
         deadline = started + timeout
         last: Exception | None = None
+        busy: list[str] = []  # replicas that refused this request for now
         for _ in range(_MAX_ATTEMPTS):
-            slot = await self._acquire(deadline)
+            slot = await self._acquire(deadline, busy)
             try:
                 client = await slot.connection(f"replica {slot.info.replica_id} of {self.label}",
                                                self.ssl_context)
@@ -130,6 +131,9 @@ class Router:
                 self.served += 1
                 self.latencies.append(time.monotonic() - started)
                 return answer
+            except Busy as exc:  # not started there for now: try another replica, keep this one
+                last = exc
+                busy.append(slot.info.replica_id)
             except Rejected as exc:  # not started there: try another replica
                 last = exc
                 self._failed(slot)
@@ -146,18 +150,22 @@ class Router:
             if self.on_failure is not None:
                 self.on_failure(slot.info.replica_id)
 
-    def _choose(self) -> _Slot | None:
-        free = [s for s in self._slots.values() if not s.dead and s.ongoing < self.max_ongoing]
+    def _choose(self, avoid: list[str] | None = None) -> _Slot | None:
+        free = [s for s in self._slots.values() if not s.dead and s.ongoing < self.max_ongoing
+                and not (avoid and s.info.replica_id in avoid)]
         if len(free) > 2:
             free = random.sample(free, 2)
         return min(free, key=lambda s: (s.ongoing, random.random())) if free else None
 
-    async def _acquire(self, deadline: float) -> _Slot:
+    async def _acquire(self, deadline: float, busy: list[str]) -> _Slot:
         while True:
-            slot = self._choose()
+            slot = self._choose(busy)
             if slot is not None:
                 slot.ongoing += 1
                 return slot
+            if busy and self._choose() is not None:  # only replicas that just refused it are free
+                raise ServeError(f"{self.label}: every free replica is still running a call its caller left; "
+                                 "retry in a moment (stuck replicas are replaced)")
             if self.unavailable and all(s.dead for s in self._slots.values()):
                 raise UnavailableError(self.label, self.unavailable)
             if len(self._waiters) >= self.max_queued:

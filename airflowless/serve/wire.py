@@ -22,7 +22,10 @@ Both checks are ``hmac.compare_digest``. A server holds at most
 :data:`MAX_UNAUTHENTICATED` connections in the handshake; more are closed at
 once. Then frames flow: a header (body length, request id, flag) and a pickle
 of at most :data:`MAX_FRAME_BYTES`; a longer frame closes the connection
-before it is read. Only our own processes speak this (the HTTP proxy and
+before it is read. A caller that stops waiting for a request (its HTTP
+client left, or the proxy's request timeout passed) sends a bodiless
+*cancel* frame with the request's id: the server cancels that request's task
+and answers nothing. Only our own processes speak this (the HTTP proxy and
 handles; request bodies from HTTP are JSON, parsed by the proxy, never
 unpickled), and the token is the replica's random secret, so the plane is no
 more open than Dask's own comms.
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import pickle
@@ -51,7 +55,7 @@ from typing import Any
 
 from .errors import ReplicaDiedError, ServeError
 
-__all__ = ["WireServer", "WireClient", "Connection", "encode", "decode", "Rejected", "MAGIC", "MAX_FRAME_BYTES",
+__all__ = ["WireServer", "WireClient", "Connection", "encode", "decode", "Rejected", "Busy", "MAGIC", "MAX_FRAME_BYTES",
            "MAX_UNAUTHENTICATED", "HANDSHAKE_TIMEOUT_S"]
 
 MAGIC = b"AFLWIRE1"
@@ -67,10 +71,15 @@ _NONCE = 16
 _MAC = hashlib.sha256().digest_size
 _ACCEPTED = b"\x01"
 _HEADER = struct.Struct("!IQB")  # body length, request id, flag (responses: 1 ok, 0 error)
+_CALL, _CANCEL = 0, 2  # a request's flags: run it; stop the request of this id
 
 
 class Rejected(Exception):
     """The replica did not start the request (it is draining, or cannot be reached): send it elsewhere."""
+
+
+class Busy(Rejected):
+    """The replica did not start the request for now (its thread is taken): send it elsewhere, keep the replica."""
 
 
 class Connection:
@@ -207,17 +216,28 @@ class WireServer:
             return
         self._writers.add(writer)
         connection, outbox = Connection(writer), _Outbox(writer)
+        running: dict[int, asyncio.Future[None]] = {}  # this connection's requests, by id
         try:
             while True:
-                rid, _, body = await _read_frame(reader)
+                rid, flag, body = await _read_frame(reader)
+                if flag == _CANCEL:
+                    cancelled = running.get(rid)
+                    if cancelled is not None:
+                        cancelled.cancel()
+                    continue
                 task = asyncio.ensure_future(self._answer(outbox, connection, rid, body))
+                running[rid] = task
                 self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                task.add_done_callback(functools.partial(self._forget, running, rid))
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
         finally:
             self._writers.discard(writer)
             writer.close()
+
+    def _forget(self, running: dict[int, asyncio.Future[None]], rid: int, task: asyncio.Future[None]) -> None:
+        self._tasks.discard(task)
+        running.pop(rid, None)
 
     async def _answer(self, outbox: _Outbox, connection: Connection, rid: int, body: bytes) -> None:
         try:
@@ -331,11 +351,15 @@ class WireClient:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         try:
-            self._outbox.put(*_frame(rid, 0, body))
+            self._outbox.put(*_frame(rid, _CALL, body))
             if self._outbox.size + self._writer.transport.get_write_buffer_size() > 1 << 20:
                 self._outbox.flush()
                 await self._writer.drain()
             return await future
+        except asyncio.CancelledError:  # the caller stopped waiting: the replica stops the request too
+            if not self.closed and self._pending.pop(rid, None) is not None:
+                self._outbox.put(*_frame(rid, _CANCEL, b""))
+            raise
         finally:
             self._pending.pop(rid, None)
 

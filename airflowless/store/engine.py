@@ -16,6 +16,7 @@ JSON columns are written as standard JSON only (:func:`airflowless.jsonsafe.dump
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -29,6 +30,7 @@ from sqlalchemy.pool import QueuePool, StaticPool
 
 from ..errors import StoreError
 from ..jsonsafe import dumps
+from ..private import file_mode, private_folder
 
 __all__ = ["make_engine"]
 
@@ -85,6 +87,18 @@ def _use_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
+def _create_private(database: Path) -> None:
+    """Create the SQLite file ``database`` (and its folder) private to this user, unless it exists.
+
+    An empty file is an empty SQLite database; made here with its mode, the
+    record's ``-wal`` and ``-shm`` files get that mode from SQLite too.
+    """
+    if not database.parent.exists():
+        private_folder(database.parent)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode()))
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; creates the folder of an SQLite file if needed."""
     try:
@@ -100,7 +114,7 @@ def make_engine(url: str) -> Engine:
         parsed = parsed.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            _create_private(Path(parsed.database).expanduser())
             # one connection kept per process; more open while threads write at once, closed after
             engine = create_engine(parsed, poolclass=QueuePool, pool_size=1, max_overflow=-1,
                                    connect_args={"factory": _OwnedConnection}, json_serializer=dumps)

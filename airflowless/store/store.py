@@ -302,8 +302,10 @@ class Store(ExperimentRecords, DeploymentRecords):
 def open_store(url: str | None = None) -> Store:
     """Open (and migrate) the store at ``url``, or at ``AIRFLOWLESS_DB`` / the default SQLite file."""
     if url is None:
+        from ..private import secure_roots
         from ..settings import get_settings
 
+        secure_roots()  # the default record lives in $AIRFLOWLESS_HOME: private to this user
         url = get_settings().db_url
     try:
         return Store(make_engine(url))

@@ -8,6 +8,7 @@ experiment's state is saved, at the end, and otherwise at most
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -108,6 +109,18 @@ class ExperimentRecorder:
         """``stopped``: it was stopped from outside (the control plane), recorded ``stopped``."""
         status = "stopped" if stopped and trial.status == TrialStatus.TERMINATED else _STATUS[trial.status]
         self._update(trial, status=status, error=trial.error, finished_at=datetime.now(timezone.utc))
+
+    def interrupted(self, trial_ids: list[str]) -> None:
+        """The cluster went away: these trials and the experiment are ``interrupted`` (restore resumes them)."""
+        if self.experiment_id is None:
+            return
+        with contextlib.suppress(Exception):  # the store may be what went away: raise the cluster's error
+            for record in self.store.list_trials(self.experiment_id):
+                if record["name"] in trial_ids:
+                    self._updates.setdefault(record["id"], {}).update(status="interrupted")
+            self.flush()
+            self.store.finish_experiment(self.experiment_id, "interrupted",
+                                         error="the cluster went away; continue with Tuner.restore")
 
     def flush_if_due(self) -> None:
         """Flush if something waited ``FLUSH_INTERVAL_S`` (called every loop turn)."""

@@ -29,7 +29,7 @@ import cloudpickle
 import fsspec
 
 from .._dask_internals import close_topic
-from ..errors import ConfigError
+from ..errors import ClusterLostError, ConfigError
 from ..integrity import current_key, read_signed, write_signed
 from ..names import join_under
 from ..train.checkpoint import Checkpoint
@@ -278,6 +278,7 @@ class _Loop:
                     self._save()
                     last_save, saved_trials = time.monotonic(), len(self.controller.trials)
                 self._drain(timeout=0.05)
+                self._check_cluster()
                 self._finish_ended_tasks()
                 self.recorder.flush_if_due()
                 if time.monotonic() - last_save > 2.0:
@@ -287,6 +288,9 @@ class _Loop:
                 self.callbacks.step_end()
                 if self.controller.done:
                     break
+        except ClusterLostError:
+            self._save()  # the running trials stay running in the state: restore resumes them from checkpoints
+            raise
         except BaseException:
             self._save()
             for trial_id in [*self.futures, *self.parked]:
@@ -304,6 +308,21 @@ class _Loop:
         self.recorder.finish(self.controller.trials, stopped=self.controller.stop_requested)
         self._save()
         self.callbacks.experiment_end()
+
+    def _check_cluster(self) -> None:
+        """Raise :class:`ClusterLostError` once the client has lost its scheduler.
+
+        A task lost with the scheduler ends with no exception of its own: read as
+        a trial's failure it was recorded ``errored`` with ``NoneType: None`` and
+        ``fit()`` returned as if the experiment had finished. Checked before the
+        ended tasks are read (the client marks its state before its futures).
+        """
+        if self.client.status in ("running", "newly-created"):
+            return
+        unfinished = sorted(t.trial_id for t in self.controller.trials.values() if t.status == TrialStatus.RUNNING)
+        self.recorder.interrupted(unfinished)
+        raise ClusterLostError(0, str(getattr(self.client.scheduler, "address", "?")), unfinished,
+                               experiment=self.tuner.name, path=self.path)
 
     def _save(self) -> None:
         """Save the experiment's state, the store's record first: the state never knows more than the store.
@@ -502,6 +521,7 @@ class _Loop:
             self.recorder.trial_paused(trial)
 
     def _error(self, trial_id: str, error: str) -> None:
+        self._check_cluster()  # a trial lost with the cluster did not fail: it was interrupted
         self.controller.on_error(trial_id, error)
         trial = self.controller.trials[trial_id]
         if trial.finished:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -203,6 +204,8 @@ def test_failed_run_then_resume_after_fixing_the_stage(env: dict[str, str], demo
     assert re.search(r"│ total\s+│ failed\s+│.*RuntimeError: boom in total", failed.stdout), failed.stdout
     assert "--- stage total failed ---\nTraceback (most recent call last):" in failed.stderr
     assert f'File "{demo}", line 11, in total' in failed.stderr
+    assert f'File "{demo}", line 11, in total\n    {FAILS}\n' in failed.stderr  # the source line too
+    assert "Compute Failed" not in failed.stderr  # told once, by airflowless, not again by the worker
     hint = re.search(r"run (\d+) failed; resume with: airflowless run (\S+) --resume (\d+)", failed.stderr)
     assert hint is not None, failed.stderr
     assert hint.group(2) == str(demo) and hint.group(1) == hint.group(3) == "1"
@@ -244,10 +247,13 @@ def test_failed_run_then_resume_after_fixing_the_stage(env: dict[str, str], demo
     assert rows == [("2", "succeeded"), ("1", "failed")], listed.stdout  # newest first
     assert "n=4" in listed.stdout
     assert re.findall(r"│ (\d+)\s+│ demo", cli("runs", "list", "--limit", "1", env=env).stdout) == ["2"]
-    assert "│ demo" not in cli("runs", "list", "--pipeline", "other", env=env).stdout
+    other = cli("runs", "list", "--pipeline", "other", env=env).stdout
+    assert other.strip() == "no runs of pipeline 'other' recorded yet; start one with `airflowless run pipelines/FILE.py`"
 
 
 def test_runs_errors_exit_2(env: dict[str, str], demo: Path, home: Path) -> None:
+    empty = cli("runs", "list", env=env)
+    assert empty.returncode == 0 and empty.stdout.startswith("no runs recorded yet"), _show(empty)
     missing = cli("runs", "show", "999", env=env)
     assert missing.returncode == 2, _show(missing)
     assert f"error: no run with id 999 in the store at sqlite:///{home / 'airflowless.db'}" in missing.stderr
@@ -278,6 +284,11 @@ def test_cluster_up_status_run_down(env: dict[str, str], demo: Path, home: Path,
         assert found is not None, up.stdout
         address = found.group(1)
         assert f"export AIRFLOWLESS_ADDRESS={address}" in up.stdout
+        pages = re.search(r"^pages\s+http://127\.0\.0\.1:(\d+)/airflowless/\s+\(actions need the token in (\S+)\)$",
+                          up.stdout, re.M)
+        assert pages is not None, up.stdout
+        token_file = Path(pages.group(2))
+        assert token_file == home / "tokens" / f"{socket.gethostname()}-{pages.group(1)}" and token_file.exists()
         state = load_state(state_path)
         assert state is not None and state.address == address and len(state.worker_pids) == 2
         pids = [state.scheduler_pid, *state.worker_pids]
@@ -320,6 +331,7 @@ def test_cluster_up_status_run_down(env: dict[str, str], demo: Path, home: Path,
         assert f"stopped the cluster at {address}" in down.stdout
         eventually(lambda: not any(is_alive(pid) for pid in pids), message="the cluster's processes to end")
         assert not state_path.exists()
+        assert not token_file.exists()  # tokens of stopped clusters do not pile up
         assert cli("cluster", "status", env=env).returncode == 1
         gone = cli("cluster", "down", env=env)
         assert gone.returncode == 0 and "no cluster is up" in gone.stdout

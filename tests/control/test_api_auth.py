@@ -107,3 +107,28 @@ def test_the_token_is_checked_before_a_body_is_read_and_bodies_are_bounded(url: 
     status, body = call(base + V1 + "deployments/app/dep/scale", method="POST", token=TOKEN,
                         body=b'{"replicas": 1, "pad": "' + b"x" * 70_000 + b'"}')
     assert status == 413 and "at most" in body["error"]
+
+
+def _read_with_host(base: str, path: str, host: str, token: str | None = None) -> tuple[int, str]:
+    """GET ``path`` with ``host`` as the Host header (what a browser sends for a rebound name)."""
+    address, port = base.split("//")[1].split("/")[0].rsplit(":", 1)
+    auth_line = f"Authorization: Bearer {token}\r\n" if token else ""
+    with socket.create_connection((address, int(port)), timeout=30) as conn:
+        conn.sendall(f"GET /{path} HTTP/1.1\r\nHost: {host}\r\n{auth_line}Connection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    text = answer.decode(errors="replace")
+    return int(text.split(" ", 2)[1]), text
+
+
+def test_a_rebound_host_name_cannot_read_a_loopback_server(url: str, control_server: Any) -> None:
+    base = control_server(ControlContext(url, token=TOKEN))
+    port = base.split("//")[1].split("/")[0].rsplit(":", 1)[1]
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"{socket.gethostname()}:{port}"):
+        assert _read_with_host(base, V1 + "runs", host)[0] == 200, host
+    status, text = _read_with_host(base, V1 + "runs", f"attacker.test:{port}")  # DNS rebinding
+    assert status == 401 and "does not name this machine" in text, text
+    assert _read_with_host(base, V1 + "runs", f"attacker.test:{port}", token=TOKEN)[0] == 200
+    page_status, page = _read_with_host(base, "airflowless/runs", f"127.0.0.1:{port}")
+    assert page_status == 200 and "frame-ancestors 'none'" in page  # no other site may frame the pages

@@ -158,3 +158,21 @@ def test_preload_honours_the_dashboard_prefix(dask_scheduler: dict[str, Any]) ->
     response = schema["/airflowless/api/v1/runs"]["GET"].Case(query={"limit": 5}).call()
     assert response.status_code == 200 and response.json() == {"runs": []}
     assert response.request.url == dashboard + "airflowless/api/v1/runs?limit=5"
+
+
+def test_the_token_file_goes_with_its_scheduler(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from distributed import Scheduler
+
+    monkeypatch.delenv("AIRFLOWLESS_TOKEN", raising=False)
+
+    async def scheduler_lifetime() -> Path:
+        async with Scheduler(host="127.0.0.1", port=0, dashboard_address="127.0.0.1:0") as scheduler:
+            ctx = mount.install(scheduler)
+            assert ctx is not None and ctx.token is not None
+            token_file = Path(ctx.token_hint)
+            assert token_file.parent == home / "tokens" and token_file.read_text().strip() == ctx.token
+        return token_file
+
+    assert not asyncio.run(scheduler_lifetime()).exists()  # ten clusters leave no ten token files

@@ -106,3 +106,19 @@ def test_explain_shows_the_three_plans(parquet_dir: str) -> None:
     assert "-- logical plan --\nProject(a)\n  <- ReadParquet" in text
     assert "-- optimized plan --\nReadParquet[columns=['a']]" in text
     assert "-- physical plan --\nReadOp[ReadParquet]" in text
+
+
+def test_a_gpu_map_runs_alone_and_asks_for_its_gpu(parquet_dir: str) -> None:
+    ds = (data.read_parquet(parquet_dir).map_batches(_double)
+          .map_batches(_double, num_gpus=1).map_batches(_double).limit(2))
+    physical = lower(optimize(ds.plan))
+    assert isinstance(physical, LimitOp)
+    after, gpu, read = physical.input, physical.input.input, physical.input.input.input  # type: ignore[attr-defined]
+    assert isinstance(after, MapOp) and not after.resources  # the CPU map after it: a task of its own
+    assert isinstance(gpu, MapOp) and gpu.resources == {"GPU": 1.0} and len(gpu.transforms) == 1
+    assert isinstance(read, ReadOp) and len(read.transforms) == 1  # the CPU map before it stays with the read
+    # a GPU map right after the read is not fused into it either (reads need no GPU)
+    alone = lower(optimize(data.read_parquet(parquet_dir).map_batches(_double, num_gpus=0.5).plan))
+    assert isinstance(alone, MapOp) and alone.resources == {"GPU": 0.5} and isinstance(alone.input, ReadOp)
+    with pytest.raises(ValueError, match=r"num_gpus=...\) must be a number >= 0, got -1"):
+        data.read_parquet(parquet_dir).map_batches(_double, num_gpus=-1)

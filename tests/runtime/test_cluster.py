@@ -19,11 +19,19 @@ def test_plan_without_gpus_is_one_single_thread_worker_per_core() -> None:
     assert len(plan_workers(cpus=4, n_workers=2, threads_per_worker=2)) == 2
 
 
-def test_plan_with_gpus_pins_one_gpu_per_worker() -> None:
+def test_plan_with_gpus_pins_one_gpu_per_worker_and_keeps_cores_for_data() -> None:
     plans = plan_workers(cpus=8, gpus=("0", "3"))
-    assert [p.env for p in plans] == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "3"}]
-    assert [p.resources for p in plans] == [{"CPU": 4.0, "GPU": 1.0}] * 2
-    assert [p.nthreads for p in plans] == [4, 4]
+    gpu_plans, cpu_plans = plans[:2], plans[2:]
+    assert [p.env for p in gpu_plans] == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "3"}]
+    assert [p.resources for p in gpu_plans] == [{"CPU": 1.0, "GPU": 1.0}] * 2
+    assert [p.resources for p in cpu_plans] == [{"CPU": 1.0}] * 6
+    assert [p.env for p in cpu_plans] == [{"CUDA_VISIBLE_DEVICES": ""}] * 6  # they see no GPU
+
+    # the lent device's shape: 16 cores, one H100
+    one_gpu = plan_workers(cpus=16, gpus=("0",))
+    assert [(p.name, p.nthreads) for p in one_gpu[:2]] == [("gpu-0", 4), ("cpu-0", 1)]
+    assert len(one_gpu) == 13 and sum(p.resources["CPU"] for p in one_gpu) == 16
+    assert [p.name for p in plan_workers(cpus=1, gpus=("0",))] == ["gpu-0"]  # no core left for a CPU worker
 
 
 @pytest.mark.parametrize(("visible", "expected"), [("0,1", ("0", "1")), ("", ()), ("-1", ()), ("2", ("2",))])

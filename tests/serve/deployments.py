@@ -82,3 +82,39 @@ class Worky:
 class Broken:
     def __init__(self) -> None:
         raise RuntimeError("cannot load the model")
+
+
+@serve.deployment(num_replicas=2, health_check_period_s=0.5)
+class HangsSync:
+    """Hangs its one thread for ``{"hang": seconds}``; answers with its replica otherwise."""
+
+    def __init__(self) -> None:
+        self.replica = uuid.uuid4().hex
+
+    def __call__(self, body: Any) -> dict[str, Any]:
+        if isinstance(body, dict) and body.get("hang"):
+            time.sleep(float(body["hang"]))
+        return {"replica": self.replica}
+
+
+@serve.deployment(max_ongoing_requests=4, max_queued_requests=0)
+class HangsAsync:
+    """Awaits for ever on ``{"hang": ...}``; ``GET`` says how many calls run and how many were cancelled."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.cancelled = 0
+
+    async def __call__(self, body: Any) -> dict[str, Any]:
+        if body is None:
+            return {"running": self.running, "cancelled": self.cancelled}
+        if isinstance(body, dict) and body.get("hang"):
+            self.running += 1
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+            finally:
+                self.running -= 1
+        return {"ok": True}

@@ -22,40 +22,15 @@ import pytest
 
 from airflowless.store import open_store
 from tests.support.eventually import eventually
+from tests.support.resumable import DRIVER_HEAD, prepare, starts
 
 NAME = "restore-me"
 N_TRIALS, ITERATIONS, CHECKPOINT_EVERY = 8, 20, 5
 
-DRIVER = f'''\
-import json
-import sys
-import tempfile
-import time
-from pathlib import Path
-
-import airflowless
-from airflowless import tune
-from airflowless.train import Checkpoint, RunConfig
+DRIVER = f'''{DRIVER_HEAD}
 
 MARKS = Path(sys.argv[2])
-
-
-def trainable(config):
-    start = 0
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as folder:
-            start = json.loads(Path(folder, "state.json").read_text())["it"]
-    with open(MARKS / (tune.get_context().get_trial_name() + ".starts"), "a") as f:
-        f.write(f"{{start}}\\n")
-    for it in range(start + 1, {ITERATIONS} + 1):
-        time.sleep(0.1)
-        saved = None
-        if it % {CHECKPOINT_EVERY} == 0:
-            folder = tempfile.mkdtemp()
-            Path(folder, "state.json").write_text(json.dumps({{"it": it}}))
-            saved = Checkpoint.from_directory(folder)
-        tune.report({{"it": it, "score": config["x"] * it}}, checkpoint=saved)
+ITERATIONS, CHECKPOINT_EVERY, PAUSE = {ITERATIONS}, {CHECKPOINT_EVERY}, 0.1
 
 
 if __name__ == "__main__":
@@ -90,18 +65,8 @@ def snapshot(db: str) -> dict[str, dict[str, Any]]:
         store.close()
 
 
-def starts(marks: Path, trial: str) -> list[int]:
-    path = marks / f"{trial}.starts"
-    return [int(line) for line in path.read_text().split()] if path.exists() else []
-
-
 def test_restore_after_the_driver_is_killed(tmp_path: Path, home: Path) -> None:
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    env = {**os.environ, "AIRFLOWLESS_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    db = f"sqlite:///{home / 'airflowless.db'}"
+    driver, marks, env, db = prepare(tmp_path, home, DRIVER)
 
     first = subprocess.Popen([sys.executable, str(driver), "start", str(marks)], env=env, cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)

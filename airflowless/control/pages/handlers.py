@@ -57,7 +57,8 @@ class PageHandler(web.RequestHandler):
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Content-Security-Policy",
-                        "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:")
+                        "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                        "frame-ancestors 'none'")  # no other site frames the pages (clickjacking)
         self.write(_loader().load("page.html").generate(
             page=self.page, ident=ident or "", heading=heading, root=root, version=_version(),
             dask_root=prefix + "/" if self.ctx.scheduler is not None else None,

@@ -28,11 +28,15 @@ if TYPE_CHECKING:
 
     from ..physical.operators import PhysicalOp
 
-__all__ = ["Execution", "OpStats", "StallError", "stream"]
+__all__ = ["Execution", "OpStats", "ResourceError", "StallError", "stream"]
 
 
 class StallError(AirflowlessError, RuntimeError):
     """No block was produced for ``stall_timeout_s``; names the operator and why."""
+
+
+class ResourceError(AirflowlessError, ValueError):
+    """An operator's tasks ask for resources no worker offers; they would wait for ever."""
 
 
 @dataclass
@@ -75,6 +79,7 @@ class Execution:
         self.execution_id = uuid.uuid4().hex[:12]
         self._live = Throttle()  # the live feed the control plane's data page shows, at most once a second
         info = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        self._offered = [w.get("resources", {}) for w in info.values()]
         self.threads = max(1, sum(w.get("nthreads", 1) for w in info.values()))
         memory = sum(w.get("memory_limit", 0) or 0 for w in info.values())
         self.budget = self.ctx.memory_budget_bytes or int(self.ctx.memory_budget_fraction * (memory or 4 << 30))
@@ -83,9 +88,14 @@ class Execution:
     def op_stats(self, op: PhysicalOp) -> OpStats:
         return self.stats.setdefault(op.name, OpStats(op.name))
 
-    def submit(self, op: PhysicalOp, fn: Any, *args: Any) -> Future:
+    def submit(self, op: PhysicalOp, fn: Any, *args: Any, resources: dict[str, float] | None = None) -> Future:
+        if resources and not any(all(r.get(k, 0) >= v for k, v in resources.items()) for r in self._offered):
+            raise ResourceError(
+                f"operator {op.name!r} asks each task for {resources} (map_batches' num_gpus), but no worker "
+                f"of the cluster offers that (workers offer {self._offered or 'nothing: there are no workers'}); "
+                "start workers with those resources (a GPU machine's embedded cluster has them) or drop num_gpus")
         key = f"{op.name}-{uuid.uuid4().hex}"
-        future = self.client.submit(fn, *args, key=key, pure=False)
+        future = self.client.submit(fn, *args, key=key, pure=False, resources=resources or None)
         stats = self.op_stats(op)
         stats.tasks += 1
         stats.first_submit = stats.first_submit or time.monotonic()

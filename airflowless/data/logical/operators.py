@@ -73,6 +73,7 @@ class MapBlocks(LogicalOp):
     input: LogicalOp
     transform: BlockTransform
     concurrency: int | None = None
+    resources: tuple[tuple[str, float], ...] = ()  # what each task declares (map_batches' num_gpus)
 
     @property
     def label(self) -> str:
@@ -86,6 +87,7 @@ class Fused(LogicalOp):
     input: LogicalOp
     transforms: tuple[BlockTransform, ...]
     concurrency: int | None = None
+    resources: tuple[tuple[str, float], ...] = ()
 
     @property
     def label(self) -> str:

@@ -7,6 +7,8 @@ also handed to the reader, which then reads at most that many rows per task.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..logical.operators import Limit, LogicalOp, MapBlocks, Read
 
 
@@ -17,7 +19,7 @@ def rule(op: LogicalOp) -> LogicalOp | None:
     if isinstance(child, Limit):
         return Limit(child.input, min(op.n, child.n))
     if isinstance(child, MapBlocks) and child.transform.one_to_one:
-        return MapBlocks(Limit(child.input, op.n), child.transform, child.concurrency)
+        return dataclasses.replace(child, input=Limit(child.input, op.n))  # its concurrency and resources kept
     if isinstance(child, Read) and (child.limit is None or child.limit > op.n):
         return Limit(Read(child.source, child.columns, child.filter, op.n), op.n)
     return None

@@ -7,6 +7,8 @@ it when the filter only uses selected columns.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..logical.operators import LogicalOp, MapBlocks, Read
 from ..transforms import FilterFn, ProjectFn
 from .push_filter import expression_fields
@@ -24,5 +26,5 @@ def rule(op: LogicalOp) -> LogicalOp | None:
     if (isinstance(child, MapBlocks) and isinstance(child.transform, FilterFn)
             and child.transform.expr is not None
             and expression_fields(child.transform.expr) <= set(columns)):
-        return MapBlocks(MapBlocks(child.input, op.transform), child.transform, child.concurrency)
+        return dataclasses.replace(child, input=MapBlocks(child.input, op.transform))
     return None

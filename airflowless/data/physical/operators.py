@@ -77,6 +77,7 @@ class MapOp(PhysicalOp):
     transforms: tuple[Any, ...]
     concurrency: int | None = None
     name: str = "Map"
+    resources: dict[str, float] | None = None  # each task's, from map_batches(num_gpus=...)
 
     @property
     def children(self) -> tuple[PhysicalOp, ...]:
@@ -87,7 +88,7 @@ class MapOp(PhysicalOp):
         try:
             for block in source:
                 ex.throttle(self, self.concurrency)
-                yield ex.submit(self, tasks.map_block, block, self.transforms)
+                yield ex.submit(self, tasks.map_block, block, self.transforms, resources=self.resources)
         finally:
             source.close()
 
