@@ -86,8 +86,11 @@ def up(workers: int, threads: int, port: int, dashboard_port: int | None, host: 
 
 
 @cluster.command("down")
-def down() -> None:
+@click.option("--keep-logs", is_flag=True, help="Keep the cluster's log folder (it is removed by default).")
+def down(keep_logs: bool) -> None:
     """Stop the cluster started by `airflowless cluster up`."""
+    import shutil
+
     from ..runtime.processes import default_state_path, load_state, stop_process_cluster
 
     existing = load_state()
@@ -97,7 +100,12 @@ def down() -> None:
     stop_process_cluster(existing)
     default_state_path().unlink(missing_ok=True)
     _token_file(existing.dashboard_link).unlink(missing_ok=True)  # its scheduler removes it, unless killed
-    click.echo(f"stopped the cluster at {existing.address}")
+    logs = Path(existing.log_dir)
+    if keep_logs or not logs.name.startswith("airflowless-cluster-"):  # a folder cluster up made for them
+        click.echo(f"stopped the cluster at {existing.address} (logs kept in {logs})")
+    else:
+        shutil.rmtree(logs, ignore_errors=True)
+        click.echo(f"stopped the cluster at {existing.address} and removed its logs (--keep-logs keeps them)")
 
 
 @cluster.command("status")

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..store.records import ExperimentStatus
-from .runs import _open
+from .runs import _open, echo_json
 
 _STYLE = {"completed": "green", "errored": "red", "completed_with_errors": "yellow", "running": "blue",
           "pending": "cyan", "paused": "magenta", "interrupted": "yellow"}
@@ -27,13 +27,19 @@ def experiments() -> None:
 @experiments.command("list")
 @click.option("--limit", default=20, show_default=True, help="How many of the latest experiments.")
 @click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
-def list_experiments(limit: int, db: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the REST API's shape) instead of a table.")
+def list_experiments(limit: int, db: str | None, as_json: bool) -> None:
     """The latest experiments, newest first, with their trial counts and best result."""
     from rich.table import Table
 
     from .render import _console
 
     store = _open(db)
+    if as_json:
+        from ..control import reads
+
+        echo_json(reads.experiments(store, limit=limit))
+        return
     found = store.list_experiments(limit=limit)
     if not found:
         click.echo(f"no experiments in the store at {store.url}")
@@ -56,7 +62,8 @@ def list_experiments(limit: int, db: str | None) -> None:
 @experiments.command("show")
 @click.argument("name_or_id")
 @click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
-def show_experiment(name_or_id: str, db: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the REST API's shape) instead of tables.")
+def show_experiment(name_or_id: str, db: str | None, as_json: bool) -> None:
     """One experiment (by name, the latest with it, or by id): its trials, their status and last metrics."""
     from rich.table import Table
 
@@ -68,6 +75,11 @@ def show_experiment(name_or_id: str, db: str | None) -> None:
         click.echo(f"error: no experiment {name_or_id!r} in the store at {store.url}; "
                    "see `airflowless experiments list`", err=True)
         sys.exit(2)
+    if as_json:
+        from ..control import reads
+
+        echo_json(reads.experiment(store, experiment["id"]))
+        return
     trials = store.list_trials(experiment["id"])
     took = _duration(experiment["created_at"], experiment["finished_at"])
     table = Table(title=f"experiment {experiment['id']} {experiment['name']} ({experiment['kind']}): "

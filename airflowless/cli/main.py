@@ -7,6 +7,7 @@ import click
 from .. import __version__
 from .cluster import cluster
 from .experiments import experiments
+from .pipelines import pipelines
 from .run import run
 from .runs import runs
 from .serve import serve
@@ -35,6 +36,7 @@ def version() -> None:
 
 cli.add_command(run)
 cli.add_command(runs)
+cli.add_command(pipelines)
 cli.add_command(cluster)
 cli.add_command(experiments)
 cli.add_command(serve)

@@ -22,11 +22,17 @@ def runs() -> None:
 @click.option("--limit", default=20, show_default=True, help="How many of the latest runs.")
 @click.option("--pipeline", default=None, help="Only runs of this pipeline.")
 @click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
-def list_runs(limit: int, pipeline: str | None, db: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the REST API's shape) instead of a table.")
+def list_runs(limit: int, pipeline: str | None, db: str | None, as_json: bool) -> None:
     """The latest runs, newest first."""
     from .render import print_runs
 
     records = _open(db).list_runs(limit=limit, pipeline=pipeline)
+    if as_json:
+        from ..control.reads import run_summary
+
+        echo_json({"runs": [run_summary(record) for record in records]})
+        return
     if not records:
         which = f"of pipeline {pipeline!r} " if pipeline else ""
         click.echo(f"no runs {which}recorded yet; start one with `airflowless run pipelines/FILE.py`")
@@ -37,7 +43,8 @@ def list_runs(limit: int, pipeline: str | None, db: str | None) -> None:
 @runs.command("show")
 @click.argument("run_id", type=int)
 @click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
-def show_run(run_id: int, db: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the REST API's shape) instead of a table.")
+def show_run(run_id: int, db: str | None, as_json: bool) -> None:
     """One run: its stages, their states, timings and errors."""
     from .render import print_run
 
@@ -47,10 +54,24 @@ def show_run(run_id: int, db: str | None) -> None:
     except KeyError as exc:
         click.echo(f"error: {exc.args[0]}", err=True)
         sys.exit(2)
+    if as_json:
+        from ..control.reads import run
+
+        echo_json(run(store, run_id))
+        return
     print_run(record)
     for stage in record.stages:
         if stage.traceback:
             click.echo(f"\n--- stage {stage.node} ---\n{stage.traceback}")
+
+
+def echo_json(value: object) -> None:
+    """``value`` as indented JSON on stdout (standard JSON: NaN is null)."""
+    import json
+
+    from ..control.reads import plain
+
+    click.echo(json.dumps(plain(value), indent=2, allow_nan=False))
 
 
 def _open(db: str | None) -> Store:

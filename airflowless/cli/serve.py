@@ -169,15 +169,9 @@ def _reachable(address: str, timeout: float) -> bool:
 
 def _same_process(pid: int | None, since: datetime) -> bool:
     """Whether ``pid`` is alive and started before ``since`` (not a later process given the same pid)."""
-    import psutil
+    from ..store.liveness import alive_since
 
-    if not pid:
-        return False
-    try:
-        process = psutil.Process(pid)
-        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= since.timestamp() + 1
-    except psutil.Error:
-        return False
+    return alive_since(pid, since)
 
 
 def _process(row: dict[str, Any], here: str) -> str:

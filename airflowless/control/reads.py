@@ -25,7 +25,8 @@ from ..jsonsafe import to_plain
 from ..store.records import ExperimentStatus, RunRecord, StageRecord, StageStatus
 from .errors import NotFound
 
-__all__ = ["checkpoints", "deployments", "experiment", "experiment_metrics", "experiments", "metrics", "run", "runs", "trial", "plain"]
+__all__ = ["checkpoints", "deployments", "experiment", "experiment_metrics", "experiments", "metrics", "run", "runs",
+           "run_summary", "trial", "plain"]
 
 
 def plain(value: Any) -> Any:
@@ -41,7 +42,7 @@ def plain(value: Any) -> Any:
 
 def runs(store: Any, *, limit: int) -> dict[str, Any]:
     """The latest runs, newest first, without their stages."""
-    return {"runs": [_run(record) for record in store.list_runs(limit=limit)]}
+    return {"runs": [run_summary(record) for record in store.list_runs(limit=limit)]}
 
 
 def run(store: Any, run_id: int) -> dict[str, Any]:
@@ -50,10 +51,10 @@ def run(store: Any, run_id: int) -> dict[str, Any]:
         record = store.get_run(run_id)
     except KeyError:
         raise NotFound(f"no run with id {run_id} in this record") from None
-    return {**_run(record), "stages": [_stage(stage) for stage in record.stages]}
+    return {**run_summary(record), "stages": [_stage(stage) for stage in record.stages]}
 
 
-def _run(record: RunRecord) -> dict[str, Any]:
+def run_summary(record: RunRecord) -> dict[str, Any]:
     data = asdict(record)
     data.pop("stages")
     data.pop("driver_started")
@@ -178,5 +179,30 @@ def checkpoints(store: Any, trial_id: int) -> dict[str, Any]:
 
 
 def deployments(store: Any, *, limit: int, status: str | None) -> dict[str, Any]:
-    """The latest deployment rows of serve, newest first."""
-    return {"deployments": plain(store.list_deployments(status=status, limit=limit))}
+    """The latest deployment rows of serve, newest first.
+
+    A ``running`` row whose serving process on this host is gone (killed, or it
+    exited without ``serve.shutdown()``) reads as ``stopped``, with
+    ``"process": "gone"``: its replicas stop themselves once their lease lapses.
+    """
+    import socket
+
+    from ..store.liveness import alive_since
+
+    here = socket.gethostname()
+
+    def settled(row: dict[str, Any]) -> dict[str, Any]:
+        if row["status"] == "running" and row["hostname"] == here and not alive_since(row["pid"], row["created_at"]):
+            return {**row, "status": "stopped", "process": "gone"}
+        return row
+
+    if status in (None, "running"):
+        rows = [settled(r) for r in store.list_deployments(status=status, limit=limit)]
+        rows = [r for r in rows if status is None or r["status"] == status]
+    else:
+        rows = store.list_deployments(status=status, limit=limit)
+        if status == "stopped":  # and those whose process is gone
+            gone = [r for r in map(settled, store.list_deployments(status="running", limit=limit))
+                    if r["status"] == "stopped"]
+            rows = sorted([*rows, *gone], key=lambda r: r["id"], reverse=True)[:limit]
+    return {"deployments": plain(rows)}

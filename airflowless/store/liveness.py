@@ -21,7 +21,7 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["HEARTBEAT_S", "HEARTBEAT_TIMEOUT_S", "Driver", "this_driver", "driver_alive"]
+__all__ = ["HEARTBEAT_S", "HEARTBEAT_TIMEOUT_S", "Driver", "this_driver", "driver_alive", "alive_since"]
 
 HEARTBEAT_S = 5.0
 """How often a running driver touches its run's heartbeat."""
@@ -68,6 +68,20 @@ def _process_matches(pid: int, started: float | None) -> bool:
         return False
     except psutil.AccessDenied:  # someone else's process with that pid: it exists
         return True
+
+
+def alive_since(pid: int | None, since: datetime) -> bool:
+    """Whether ``pid`` is a live process of this host that started before ``since`` (not a later
+    process given the same pid): a serving process that wrote its rows at ``since``."""
+    import psutil
+
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= since.timestamp() + 1
+    except psutil.Error:
+        return False
 
 
 def driver_alive(driver: Driver, *, heartbeat_at: datetime | float | None, now: float) -> bool:

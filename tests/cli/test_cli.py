@@ -7,6 +7,7 @@ seconds), so the runs are few and each checks much.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -332,6 +333,7 @@ def test_cluster_up_status_run_down(env: dict[str, str], demo: Path, home: Path,
         eventually(lambda: not any(is_alive(pid) for pid in pids), message="the cluster's processes to end")
         assert not state_path.exists()
         assert not token_file.exists()  # tokens of stopped clusters do not pile up
+        assert not Path(state.log_dir).exists() and "removed its logs" in down.stdout
         assert cli("cluster", "status", env=env).returncode == 1
         gone = cli("cluster", "down", env=env)
         assert gone.returncode == 0 and "no cluster is up" in gone.stdout
@@ -339,3 +341,23 @@ def test_cluster_up_status_run_down(env: dict[str, str], demo: Path, home: Path,
         leftover = load_state(state_path)
         if leftover is not None:
             stop_process_cluster(leftover)
+
+
+def test_pipelines_show_and_json_reads(env: dict[str, str], demo: Path, home: Path) -> None:
+    shown = cli("pipelines", "show", str(demo), env=env)
+    assert shown.returncode == 0, _show(shown)
+    assert f"pipeline demo in {demo}" in shown.stdout
+    assert re.search(r"│ n\s+│ int\s+│ 3\s+│", shown.stdout), shown.stdout
+    assert re.search(r"│ total\s+│ total\s+│ make\s+│", shown.stdout), shown.stdout
+    described = json.loads(cli("pipelines", "show", str(demo), "--json", "-p", "n=5", env=env).stdout)
+    assert described["parameters"] == [{"name": "n", "type": "int", "required": False, "default": 3}]
+    assert [(s["node"], s["upstream"]) for s in described["stages"]] == [("make", []), ("total", ["make"])]
+    bad = cli("pipelines", "show", str(demo), "-p", "n=x", env=env)
+    assert bad.returncode == 2 and "error:" in bad.stderr and "Traceback" not in bad.stderr
+
+    assert cli("run", str(demo), "--param", "n=4", env=env).returncode == 0
+    runs = json.loads(cli("runs", "list", "--json", env=env).stdout)["runs"]
+    assert [(r["id"], r["pipeline"], r["status"], r["params"]) for r in runs] == [(1, "demo", "succeeded", {"n": 4})]
+    one = json.loads(cli("runs", "show", "1", "--json", env=env).stdout)
+    assert [(s["node"], s["status"]) for s in one["stages"]] == [("make", "succeeded"), ("total", "succeeded")]
+    assert json.loads(cli("experiments", "list", "--json", env=env).stdout) == {"experiments": []}

@@ -200,3 +200,28 @@ def test_openapi_document_lists_every_route_and_every_listed_path_answers(
     concrete_paths = [path.format(**values) for path in document["paths"]]
     for pattern in routed - {api.PREFIX + "(?:/.*)?"}:
         assert any(re.fullmatch(pattern, path) for path in concrete_paths), f"{pattern} routed but not documented"
+
+
+def test_a_deployment_whose_serving_process_is_gone_reads_stopped(tmp_path: Path, control_server: Any) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True)
+    dead_pid, here = int(finished.stdout), socket.gethostname()
+    url = f"sqlite:///{tmp_path / 'record.db'}"
+    store = open_store(url)
+    for app, pid in (("alive", os.getpid()), ("killed", dead_pid)):  # a serve.run that got SIGKILL: no shutdown
+        store.record_deployment(app, "Model", route_prefix=f"/{app}", num_replicas=1, http_address=None,
+                                config={}, pid=pid, hostname=here)
+    store.close()
+    base = control_server(ControlContext(url)) + V1
+    _, every = call(base + "deployments")
+    assert {d["app"]: (d["status"], d.get("process")) for d in every["deployments"]} == {
+        "alive": ("running", None), "killed": ("stopped", "gone")}
+    _, running = call(base + "deployments?status=running")
+    assert [d["app"] for d in running["deployments"]] == ["alive"]
+    _, stopped = call(base + "deployments?status=stopped")
+    assert [d["app"] for d in stopped["deployments"]] == ["killed"]
