@@ -4,7 +4,9 @@ Everything that can be checked is checked before a cluster starts (the
 pipeline, its parameters, the run to resume). Every error ends as one line
 on stderr and an exit code: 2 for what the user can fix in the command, 1 for
 a run that failed (a stage, or the cluster going away), 128 + the signal for
-a run cancelled by SIGINT (130) or SIGTERM (143).
+a run cancelled by SIGINT (130) or SIGTERM (143). While it runs, each stage's
+start, retry and end is one line on stderr as it happens (also when stderr
+is a pipe or a log file); the table of the run follows on stdout.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 
 import click
 
@@ -56,7 +59,7 @@ def run(target: str, params: tuple[str, ...], address: str | None, resume: int |
         client = init(chosen, security=True if use_tls and not chosen else _background_tls(chosen))
         try:
             result = pipe.run(values, client=client, store=store, cache=not no_cache, resume=resume,
-                              raise_on_failure=False)
+                              raise_on_failure=False, progress=_progress)
         except ClusterLostError:  # the client's reconnect, cancelled by shutdown, would log a traceback
             logging.disable(logging.CRITICAL)  # this process is about to exit
             raise
@@ -96,6 +99,11 @@ def _background_tls(address: str | None) -> str | None:
     if state is None or state.address != address or _settings_name_tls():
         return None
     return state.tls_dir
+
+
+def _progress(node: str, what: str) -> None:
+    """One line on stderr as each stage starts, retries, ends: live, whether stderr is a terminal or a pipe."""
+    click.echo(f"{time.strftime('%H:%M:%S')} {node}: {what}", err=True)
 
 
 def _settings_name_tls() -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ParameterError, PipelineDefinitionError, ResumeError
@@ -71,12 +72,14 @@ class Pipeline:
         self, params: dict[str, Any] | None = None, *, client: Client | None = None,
         address: str | None = None, store: Store | str | None = None, storage: str | None = None,
         cache: bool = True, resume: int | None = None, raise_on_failure: bool = True,
+        progress: Callable[[str, str], None] | None = None,
     ) -> RunResult:
         """Run on the cluster and record the run; see :func:`airflowless.dag.runner.execute`.
 
         ``resume``: the id of an earlier run of this pipeline; its finished stages
         are reused and the rest run again, with that run's parameters.
         ``cache=False`` runs every stage even when an earlier output matches.
+        ``progress(node, what)`` hears each stage start, retry, succeed or fail as it happens.
         """
         from ..runtime import init
         from ..settings import get_settings
@@ -93,7 +96,7 @@ class Pipeline:
         return execute(
             graph, module=self.module, params=bound, client=client, store=db,
             storage=storage or get_settings().storage, use_cache=cache, resume_from=resume,
-            raise_on_failure=raise_on_failure,
+            raise_on_failure=raise_on_failure, progress=progress,
         )
 
     def resume_params(self, store: Store, run_id: int, given: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -126,9 +127,10 @@ def _plan(graph: Graph, order: list[str], *, run_id: int, store: Store, storage:
 def execute(
     graph: Graph, *, module: str, params: dict[str, Any], client: Client, store: Store,
     storage: str, use_cache: bool = True, resume_from: int | None = None,
-    raise_on_failure: bool = True,
+    raise_on_failure: bool = True, progress: Callable[[str, str], None] | None = None,
 ) -> RunResult:
-    """Run ``graph`` on ``client``'s cluster, recording it in ``store``."""
+    """Run ``graph`` on ``client``'s cluster, recording it in ``store``; ``progress(node, what)``
+    hears each stage's start, retry, success and failure as the driver learns of it."""
     order = graph.validate()
     _check_resources(client, graph)
     _register_by_value(graph)
@@ -149,7 +151,7 @@ def execute(
              "output_summary": p.reuse.output_summary if p.reuse else None}
             for n, p in plans.items()
         ])
-        return _Watch(graph, order, plans, run_id, client, store).run(raise_on_failure)
+        return _Watch(graph, order, plans, run_id, client, store, progress).run(raise_on_failure)
     except BaseException as exc:
         raised = _settle(store, run_id, client, exc)
         if raised is exc:
@@ -192,9 +194,10 @@ class _Watch:
     """Submits the lowered graph and turns what happens into the record."""
 
     def __init__(self, graph: Graph, order: list[str], plans: dict[str, _Plan], run_id: int,
-                 client: Client, store: Store) -> None:
+                 client: Client, store: Store, progress: Callable[[str, str], None] | None = None) -> None:
         self.graph, self.order, self.plans = graph, order, plans
         self.run_id, self.client, self.store = run_id, client, store
+        self.progress = progress or (lambda node, what: None)
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.outcomes: dict[str, Outcome] = {}
         self.errors: dict[str, BaseException] = {}
@@ -337,9 +340,11 @@ class _Watch:
                 if timeout is not None:
                     self.deadlines[name] = time.monotonic() + timeout + max(_GRACE_S, 0.1 * timeout)
                 self.store.update_stage(self.run_id, name, **fields)
+                self.progress(name, f"started (attempt {self.starts[name]}) on {msg['worker']}")
             elif msg["event"] == "retrying":
                 self.deadlines.pop(name, None)  # waiting to retry is not running past the timeout
                 self.store.update_stage(self.run_id, name, error=msg["error"])
+                self.progress(name, f"failed ({msg['error']}); retrying in {msg.get('delay', 0):.3g} s")
 
     def _enforce_deadlines(self, pending: set[str]) -> set[str]:
         """Fail attempts that outlived their timeout plus a grace.
@@ -370,6 +375,7 @@ class _Watch:
             outcome: Outcome = future.result()
             self.outcomes[name] = outcome
             if self.plans[name].reuse is not None:
+                self.progress(name, "reused an earlier output")
                 return  # recorded as cached when planned
             self.store.update_stage(
                 self.run_id, name, status=StageStatus.SUCCEEDED,
@@ -377,6 +383,7 @@ class _Watch:
                 worker=outcome.worker, finished_at=_utc(outcome.finished),
                 duration_s=outcome.finished - outcome.started, output_uri=outcome.output_uri,
                 output_summary=outcome.summary, error=None)
+            self.progress(name, f"succeeded in {outcome.finished - outcome.started:.2f}s")
         else:
             try:
                 self.errors[name] = future.exception()
@@ -396,12 +403,14 @@ class _Watch:
             if upstream_bad and not own:
                 self.store.update_stage(self.run_id, name, status=StageStatus.SKIPPED,
                                         error="skipped: an upstream stage failed")
+                self.progress(name, "skipped: an upstream stage failed")
                 continue
             text = error.traceback if isinstance(error, StageFailedError) else f"{type(error).__name__}: {error}"
             message = error.message if isinstance(error, StageFailedError) else text
             failures[name] = text
             self.store.update_stage(self.run_id, name, status=StageStatus.FAILED,
                                     finished_at=datetime.now(timezone.utc), error=message, traceback=text)
+            self.progress(name, f"failed: {message}")
         status = RunStatus.FAILED if failures else RunStatus.SUCCEEDED
         self.store.finish_run(self.run_id, status, error="; ".join(sorted(failures)) or None)
         result = RunResult(self.store.get_run(self.run_id), {n: o.value for n, o in self.outcomes.items()},

@@ -186,6 +186,10 @@ def test_run_prints_the_run_table_and_the_result(env: dict[str, str], demo: Path
     assert "params: n=4" in proc.stdout
     assert proc.stdout.rstrip().endswith("result: 6")
     assert "embedded cluster" in proc.stderr
+    lines = [line.split(" ", 1)[1] for line in proc.stderr.splitlines() if re.match(r"\d\d:\d\d:\d\d (make|total): ", line)]
+    said = [line.split(" (")[0].split(" in ")[0] for line in lines]  # as they happened, though stderr is a pipe
+    for stage in ("make", "total"):
+        assert [x for x in said if x.startswith(stage)] == [f"{stage}: started", f"{stage}: succeeded"], said
 
     store = open_store(f"sqlite:///{home / 'airflowless.db'}")  # the default store under AIRFLOWLESS_HOME
     try:
@@ -207,6 +211,7 @@ def test_failed_run_then_resume_after_fixing_the_stage(env: dict[str, str], demo
     assert f'File "{demo}", line 11, in total' in failed.stderr
     assert f'File "{demo}", line 11, in total\n    {FAILS}\n' in failed.stderr  # the source line too
     assert "Compute Failed" not in failed.stderr  # told once, by airflowless, not again by the worker
+    assert re.search(r"\d\d:\d\d:\d\d total: failed: RuntimeError: boom in total", failed.stderr), failed.stderr
     hint = re.search(r"run (\d+) failed; resume with: airflowless run (\S+) --resume (\d+)", failed.stderr)
     assert hint is not None, failed.stderr
     assert hint.group(2) == str(demo) and hint.group(1) == hint.group(3) == "1"
