@@ -48,6 +48,7 @@ from .lifecycle import Heartbeat, cancel_on_signals
 from .outputs import output_exists, output_uri
 from .result import RunResult
 from .reuse import still_reusable
+from .sources import ship_sources
 from .task import EVENT_TOPIC, Outcome, StageCall, load_stage_output, run_stage
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ def execute(
     order = graph.validate()
     _check_resources(client, graph)
     _register_by_value(graph)
+    ship_sources(client, (node.stage.fn for node in graph.nodes.values()))  # source lines in tracebacks
     client.register_plugin(SigningKeyPlugin(current_key()))  # workers sign and check with our key
     run_id = store.create_run(graph.pipeline, module=module, params=params,
                               address=client.scheduler.address, resumed_from=resume_from)
