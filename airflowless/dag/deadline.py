@@ -14,14 +14,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["DeadlineExceeded", "deadline"]
+__all__ = ["DeadlineExceeded", "deadline", "set_async_exc"]
 
 
 class DeadlineExceeded(BaseException):
     """Raised inside a thread whose deadline passed."""
 
 
-def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
+def set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
+    """Raise ``exc`` in thread ``thread_id`` at its next bytecode (None: drop one not delivered yet)."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc is not None else None
     )
@@ -41,7 +42,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
         with lock:
             if not state["done"]:
                 state["fired"] = True
-                _set_async_exc(thread_id, DeadlineExceeded)
+                set_async_exc(thread_id, DeadlineExceeded)
 
     timer = threading.Timer(seconds, fire)
     timer.daemon = True
@@ -53,4 +54,4 @@ def deadline(seconds: float | None) -> Iterator[None]:
         with lock:
             state["done"] = True
             if state["fired"]:
-                _set_async_exc(thread_id, None)  # drop it if it was not delivered yet
+                set_async_exc(thread_id, None)  # drop it if it was not delivered yet

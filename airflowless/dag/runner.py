@@ -22,6 +22,7 @@ While it runs, the driver keeps a heartbeat (:mod:`.lifecycle`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import signal
 import sys
@@ -44,6 +45,7 @@ from ..integrity import SigningKeyPlugin, current_key
 from ..store.records import RunStatus, StageRecord, StageStatus
 from .cache import cache_keys
 from .graph import Graph
+from .interrupt import stop_stages
 from .lifecycle import Heartbeat, cancel_on_signals
 from .outputs import output_exists, output_uri
 from .result import RunResult
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = ["execute"]
+
+log = logging.getLogger(__name__)
 
 _GRACE_S = 5.0  # how long past its timeout the driver waits for a blocked stage
 
@@ -266,13 +270,15 @@ class _Watch:
                     pending.discard(name)
                 pending -= self._enforce_deadlines(pending)
             self._drain_events()
-        except BaseException:
+        except BaseException as exc:
             self._record_finished(pending)
             if _cluster_gone(self.client):
                 self._record_written(pending)
             if not _cluster_gone(self.client):
                 with contextlib.suppress(Exception):
                     self.client.cancel(list(self.futures.values()))
+                if isinstance(exc, KeyboardInterrupt):  # cancelled: the stages' code stops too
+                    self._stop_running()
             raise
         finally:
             control.close()
@@ -282,6 +288,19 @@ class _Watch:
         if self.errors and _cluster_gone(self.client):
             raise self._lost()
         return self._close(raise_on_failure)
+
+    def _stop_running(self) -> None:
+        """Stop the cancelled run's stages still running on the workers, and record what was done to each."""
+        try:
+            stopped = stop_stages(self.client, self.run_id)
+        except Exception as exc:  # the run is cancelled either way; say what could not be stopped
+            log.warning("airflowless: could not stop the stages of cancelled run %s: %s", self.run_id, exc)
+            return
+        for node, what in stopped.items():
+            with contextlib.suppress(Exception):
+                self.store.update_stage(self.run_id, node, status=StageStatus.CANCELLED,
+                                        finished_at=datetime.now(timezone.utc), error=f"cancelled; its code was {what}")
+            self.progress(node, f"cancelled; its code was {what}")
 
     def _record_finished(self, pending: set[str]) -> None:
         """Record the stages that finished before the run was interrupted, not yet seen by the loop."""

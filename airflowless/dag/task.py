@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import StageFailedError, StageTimeoutError
 from .deadline import DeadlineExceeded, deadline
 from .graph import StageRef, map_refs
+from .interrupt import stage_thread
 from .outputs import output_exists, read_output, summarize, write_output
 from .persist import persist_datasets
 from .stage import Stage
@@ -89,7 +90,7 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
         attempt += 1
         _emit(call, "started", attempt=attempt)
         try:
-            with deadline(options.timeout):
+            with stage_thread(call.run_id, call.node), deadline(options.timeout):  # a cancel interrupts it
                 value = call.stage.fn(*args, **kwargs)
             break
         except DeadlineExceeded:
