@@ -4,8 +4,9 @@ The defaults keep one slow or greedy client from holding the proxy: a request
 must send its headers within ``header_timeout_s`` and its whole body within
 ``body_timeout_s``; an idle keep-alive connection is closed after
 ``keep_alive_timeout_s``; a request whose deployment has not answered within
-``request_timeout_s`` (60 s; ``None`` waits for ever) gets a 504 and its call
-is cancelled on the replica, as it is when the client goes away first;
+``request_timeout_s`` (60 s, kept within a second; ``None`` waits for ever)
+gets a 504 and its call is cancelled on the replica, as it is when the client
+goes away first;
 beyond ``limit_concurrency`` open connections or
 requests the proxy answers 503; a body is at most ``max_body_bytes`` (413)
 and the headers at most ``max_header_bytes`` (431, also while they are still

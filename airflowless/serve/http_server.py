@@ -22,13 +22,17 @@ import asyncio
 import json
 import logging
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .http_options import HTTPOptions
 
-__all__ = ["make_server", "run_server", "ingress_ssl_context"]
+__all__ = ["DISCONNECT_KEY", "make_server", "run_server", "ingress_ssl_context"]
+
+DISCONNECT_KEY = "airflowless.on_disconnect"
+"""The scope key of a list the app may add callbacks to, each called once if the client's connection closes."""
 
 logger = logging.getLogger("airflowless.serve.proxy")
 
@@ -55,6 +59,7 @@ class _Limits:
 
     header_timeout_s = 10.0
     max_header_bytes = 16 << 10
+    _on_disconnect: list[Callable[[], None]]
     cycle: Any
     transport: Any
     loop: asyncio.AbstractEventLoop
@@ -82,7 +87,18 @@ class _Limits:
         timer = getattr(self, "_header_timer", None)
         if timer is not None:
             timer.cancel()
+        for gone in list(getattr(self, "_on_disconnect", ())):  # the requests still running end (see .proxy)
+            gone()
         super().connection_lost(exc)  # type: ignore[misc]
+
+    def _offer_disconnect_hook(self) -> None:
+        """Put this connection's list of disconnect callbacks in the new request's scope (``DISCONNECT_KEY``):
+        the app adds one while it waits for the deployment, and no task has to watch ``receive()``."""
+        hooks: list[Callable[[], None]] | None = getattr(self, "_on_disconnect", None)
+        if hooks is None:
+            hooks = []
+            self._on_disconnect = hooks
+        self.scope[DISCONNECT_KEY] = hooks  # type: ignore[attr-defined]
 
     def _check_header_bytes(self) -> None:
         if not self.transport.is_closing() and self._incomplete_header_bytes() > self.max_header_bytes:
@@ -200,6 +216,7 @@ def _httptools_protocol() -> type | None:
         def on_headers_complete(self) -> None:
             self._awaiting_headers, self._header_bytes = False, 0
             super().on_headers_complete()
+            self._offer_disconnect_hook()  # before the app's task runs: it starts on a later turn
 
         def on_message_complete(self) -> None:
             self._awaiting_headers = True

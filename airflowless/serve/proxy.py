@@ -37,6 +37,8 @@ from . import json_body
 from .errors import BackPressureError, BadRequestError, ReplicaDiedError, ServeError
 from .http_options import HTTPOptions
 from .http_request import RequestData
+from .http_server import DISCONNECT_KEY
+from .request_ends import RequestEnds
 from .routing import HTTPRoute
 
 if TYPE_CHECKING:
@@ -77,8 +79,8 @@ class _ClientLeft(Exception):
     """The client closed its connection while its request ran."""
 
 
-class _Raised(Exception):
-    """The deployment's own ``TimeoutError``, kept apart from the request's (a 500, not a 504)."""
+class _TimedOut(Exception):
+    """The deployment did not answer within ``request_timeout_s``."""
 
 
 async def _disconnected(request: Request) -> None:
@@ -88,34 +90,35 @@ async def _disconnected(request: Request) -> None:
 
 
 async def _call(request: Request, target: RouteTarget, route: HTTPRoute, argument: Any,
-                options: HTTPOptions) -> Any:
+                ends: RequestEnds) -> Any:
     """The deployment's answer; cancelled (on the replica too) when the client leaves or time is up.
 
-    One watcher per request waits for the client's disconnect; it ends the call
-    by moving the request's deadline to now, so a single ``asyncio.timeout``
-    cancels the call for both reasons.
+    The request's task is registered with ``ends``, which cancels it past its
+    deadline; the client's disconnect cancels it the same way. Our HTTP
+    protocol (:mod:`.http_server`) calls back on disconnect, which costs a list
+    append per request; under another server a task watches ``receive()``.
     """
-    left = waiting = False
-
-    def on_disconnect(watcher: asyncio.Future[None]) -> None:
-        nonlocal left
-        if waiting and not watcher.cancelled() and watcher.exception() is None:
-            left = True
-            deadline.reschedule(-1.0)  # in the past: the call is cancelled on the next turn
-
-    async with asyncio.timeout(options.request_timeout_s) as deadline:
+    watched = ends.watch()
+    hooks = request.scope.get(DISCONNECT_KEY)
+    watcher = None
+    if hooks is not None:
+        hooks.append(watched.end)
+    else:
         watcher = asyncio.ensure_future(_disconnected(request))
-        watcher.add_done_callback(on_disconnect)
-        waiting = True
-        try:
-            return await target.router.call(route.method, (argument,), {})
-        except TimeoutError as exc:  # from inside the call: the deployment's own error
-            raise _Raised(f"the deployment raised TimeoutError: {exc}") from None
-        finally:
-            waiting = False
+        watcher.add_done_callback(lambda done: None if done.cancelled() else watched.end())
+    try:
+        return await target.router.call(route.method, (argument,), {})
+    except asyncio.CancelledError:
+        if watched.why is None:
+            raise  # cancelled from outside: the server is closing
+        watched.task.uncancel()
+        raise _ClientLeft() if watched.why == "left" else _TimedOut() from None
+    finally:
+        ends.forget(watched)
+        if hooks is not None:
+            hooks.remove(watched.end)
+        elif watcher is not None:
             watcher.cancel()
-            if left:
-                raise _ClientLeft()
 
 
 def _client(request: Request) -> str:
@@ -164,6 +167,7 @@ async def _argument(request: Request, route: HTTPRoute, options: HTTPOptions) ->
 def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None) -> Starlette:
     """The ASGI app over a live ``routes`` table (prefix -> target), which the runtime edits in place."""
     options = options or HTTPOptions()
+    ends = RequestEnds(options.request_timeout_s)
 
     async def healthz(request: Request) -> Response:
         return Response("success", media_type="text/plain")
@@ -201,17 +205,15 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
                 return Response(status_code=499)  # nobody reads it: the client is gone
             return _error(refused.status, str(refused), close=refused.status in (408, 413, 431))
         try:
-            result = await _call(request, target, route, argument, options)
+            result = await _call(request, target, route, argument, ends)
         except _ClientLeft:
             logger.info("%s %s from %s: the client left before the answer; the call was cancelled",
                         request.method, path, _client(request))
             return Response(status_code=499)
-        except TimeoutError:
+        except _TimedOut:
             return _error(504, f"application {target.app_name!r} did not answer within "
                                f"{options.request_timeout_s:g} s (http_options request_timeout_s); the call "
                                "was cancelled")
-        except _Raised as exc:
-            return _error(500, str(exc))
         except BadRequestError as exc:
             return _error(400, str(exc))
         except (BackPressureError, ReplicaDiedError, ServeError) as exc:
