@@ -7,11 +7,9 @@ topic, as the control plane's cancel does.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.scripts import run_script
 
 SCRIPT = '''
 import json
@@ -82,13 +80,7 @@ if __name__ == "__main__":
 
 
 def test_cancel_interrupts_python_and_restarts_a_worker_blocked_in_c(tmp_path: Path) -> None:
-    script = tmp_path / "cancel_me.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=240)
-    assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    result = run_script(tmp_path, "cancel_me.py", SCRIPT)
     assert result["cancelled"] is not None
     assert result["took"] < 60, result  # not the stages' 300 s
     assert all(nodes == [] for nodes in result["still_running"].values()), result

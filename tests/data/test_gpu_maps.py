@@ -6,10 +6,6 @@ really has (the GPU suite, tests/gpu, checks the device itself).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +13,7 @@ import pytest
 
 from airflowless import data
 from airflowless.data.execution.executor import ResourceError
+from tests.support.scripts import run_script
 
 
 def _tag(batch: dict[str, Any]) -> dict[str, Any]:
@@ -60,17 +57,11 @@ if __name__ == "__main__":
         gpu_pid = next(pid for address, pid in pids.items() if client.scheduler_info()["workers"][address]["resources"].get("GPU"))
         rows = data.range(64, parallelism=8).map_batches(where).map_batches(where_gpu, num_gpus=1).take_all()
         airflowless.shutdown()
-    print(json.dumps({"gpu_pid": gpu_pid, "gpu_pids": sorted({r["gpu_pid"] for r in rows}), "rows": len(rows)}))
+    print("RESULT " + json.dumps({"gpu_pid": gpu_pid, "gpu_pids": sorted({r["gpu_pid"] for r in rows}), "rows": len(rows)}))
 '''
 
 
 def test_gpu_map_tasks_run_on_the_gpu_worker_only(tmp_path: Path) -> None:
-    script = tmp_path / "placement.py"
-    script.write_text(PLACEMENT)
-    env = {**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=180)
-    assert done.returncode == 0, done.stdout + done.stderr
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = run_script(tmp_path, "placement.py", PLACEMENT, timeout=180)
     assert found["rows"] == 64
     assert found["gpu_pids"] == [found["gpu_pid"]]
