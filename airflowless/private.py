@@ -5,9 +5,11 @@ output and checkpoint: ``$AIRFLOWLESS_HOME`` was made 0755 and the files in it
 0644. Everything airflowless keeps locally lives under a few roots — the home
 (the record, tokens, cluster state), the storage root (stage outputs,
 checkpoints, Tune state) and a background cluster's log folder — so each root
-is made private when airflowless uses it (:func:`private_folder`), and what is
-written below it is out of other users' reach whatever its own mode. A root
-an earlier version left open is narrowed. An SQLite record created elsewhere
+is made private when airflowless makes it (:func:`private_folder`), and what
+is written below it is out of other users' reach whatever its own mode. A
+home an earlier version left open (it holds the record or the signing key) is
+narrowed; a folder airflowless did not make (``/data``, a shared ``/tmp``) is
+left as it is, with a warning when others can read it. An SQLite record created elsewhere
 gets mode 0600 itself (:func:`private_file`; SQLite gives its ``-wal`` and
 ``-shm`` files the same mode).
 
@@ -66,8 +68,24 @@ def private_folder(path: str | Path) -> Path:
         probe = probe.parent
     for folder in reversed(missing):
         folder.mkdir(mode=mode, exist_ok=True)  # another process may make it meanwhile
-    _set_mode(path, mode)  # mkdir's mode passes through the umask; this does not
+    if missing or _airflowless_made(path):
+        _set_mode(path, mode)  # mkdir's mode passes through the umask; this does not
+    elif stat.S_IMODE(path.stat().st_mode) & 0o077 & ~mode:
+        log.warning("airflowless: %s is open to other users of this machine and airflowless did not make it, so "
+                    "it leaves its mode alone; chmod %o it to keep what airflowless writes there private", path, mode)
     return path
+
+
+def _airflowless_made(path: Path) -> bool:
+    """Whether the existing folder ``path`` is one airflowless made (a home it keeps its record or key in, or
+    empty): only those are narrowed. A folder of the user's (``/data``, a shared ``/tmp``) is left alone."""
+    info = path.stat()
+    if info.st_mode & stat.S_ISVTX:  # sticky: a shared folder such as /tmp
+        return False
+    return path.name == ".airflowless" or any((path / name).exists() for name in _MARKS) or not any(path.iterdir())
+
+
+_MARKS = ("airflowless.db", "signing.key", "tokens", "cluster.json")
 
 
 def private_file(path: str | Path) -> None:

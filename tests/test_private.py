@@ -42,8 +42,20 @@ def test_private_folder_makes_and_narrows(open_parent: Path, monkeypatch: pytest
     old = open_parent / "old-home"
     old.mkdir()
     old.chmod(0o755)  # as an earlier airflowless left it
+    (old / "airflowless.db").touch()
     private_folder(old)
     assert _mode(old) == 0o700
+    users = open_parent / "data"  # a folder of the user's, named as the storage root: left as it is
+    users.mkdir()
+    users.chmod(0o755)
+    (users / "trips.csv").touch()
+    private_folder(users)
+    assert _mode(users) == 0o755
+    shared = open_parent / "shared-tmp"  # sticky, as /tmp: never narrowed
+    shared.mkdir()
+    shared.chmod(0o1777)
+    private_folder(shared)
+    assert _mode(shared) == 0o1777
 
     monkeypatch.setenv("AIRFLOWLESS_SHARE", "group")
     assert _mode(private_folder(open_parent / "team")) == 0o750
