@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..store.records import ExperimentStatus
-from .runs import _open, echo_json
+from .runs import _open
 
 _STYLE = {"completed": "green", "errored": "red", "completed_with_errors": "yellow", "running": "blue",
           "pending": "cyan", "paused": "magenta", "interrupted": "yellow"}
@@ -37,6 +37,7 @@ def list_experiments(limit: int, db: str | None, as_json: bool) -> None:
     store = _open(db)
     if as_json:
         from ..control import reads
+        from .render import echo_json
 
         echo_json(reads.experiments(store, limit=limit))
         return
@@ -77,6 +78,7 @@ def show_experiment(name_or_id: str, db: str | None, as_json: bool) -> None:
         sys.exit(2)
     if as_json:
         from ..control import reads
+        from .render import echo_json
 
         echo_json(reads.experiment(store, experiment["id"]))
         return

@@ -13,7 +13,6 @@ from typing import Any
 import click
 
 from ..errors import AirflowlessError
-from .runs import echo_json
 
 
 @click.group()
@@ -44,6 +43,8 @@ def show(target: str, params: tuple[str, ...], as_json: bool) -> None:
     described = {"pipeline": pipe.name, "module": target, "parameters": parameters, "stages": stages,
                  "missing": missing}
     if as_json:
+        from .render import echo_json
+
         echo_json(described)
         return
     _print(described)

@@ -53,3 +53,14 @@ def print_runs(runs: list[RunRecord]) -> None:
                       f"{r.duration_s:.2f}s" if r.duration_s is not None else "",
                       _short(", ".join(f"{k}={v!r}" for k, v in r.params.items())))
     _console().print(table)
+
+
+def echo_json(value: object) -> None:
+    """``value`` as indented JSON on stdout (standard JSON: NaN is null), for the ``--json`` options."""
+    import json
+
+    import click
+
+    from ..control.reads import plain
+
+    click.echo(json.dumps(plain(value), indent=2, allow_nan=False))

@@ -30,6 +30,7 @@ def list_runs(limit: int, pipeline: str | None, db: str | None, as_json: bool) -
     records = _open(db).list_runs(limit=limit, pipeline=pipeline)
     if as_json:
         from ..control.reads import run_summary
+        from .render import echo_json
 
         echo_json({"runs": [run_summary(record) for record in records]})
         return
@@ -56,6 +57,7 @@ def show_run(run_id: int, db: str | None, as_json: bool) -> None:
         sys.exit(2)
     if as_json:
         from ..control.reads import run
+        from .render import echo_json
 
         echo_json(run(store, run_id))
         return
@@ -63,15 +65,6 @@ def show_run(run_id: int, db: str | None, as_json: bool) -> None:
     for stage in record.stages:
         if stage.traceback:
             click.echo(f"\n--- stage {stage.node} ---\n{stage.traceback}")
-
-
-def echo_json(value: object) -> None:
-    """``value`` as indented JSON on stdout (standard JSON: NaN is null)."""
-    import json
-
-    from ..control.reads import plain
-
-    click.echo(json.dumps(plain(value), indent=2, allow_nan=False))
 
 
 def _open(db: str | None) -> Store:

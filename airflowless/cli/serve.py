@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from ..errors import AirflowlessError, ConfigError
+from ..store.liveness import alive_since
 
 
 @click.group()
@@ -167,19 +168,12 @@ def _reachable(address: str, timeout: float) -> bool:
         return False
 
 
-def _same_process(pid: int | None, since: datetime) -> bool:
-    """Whether ``pid`` is alive and started before ``since`` (not a later process given the same pid)."""
-    from ..store.liveness import alive_since
-
-    return alive_since(pid, since)
-
-
 def _process(row: dict[str, Any], here: str) -> str:
     if row["hostname"] != here:
         return f"{row['pid']} on {row['hostname']}"
     if row["status"] != "running":
         return str(row["pid"])
-    return f"{row['pid']} alive" if _same_process(row["pid"], row["created_at"]) else f"{row['pid']} gone"
+    return f"{row['pid']} alive" if alive_since(row["pid"], row["created_at"]) else f"{row['pid']} gone"
 
 
 def _serve_run_command(argv: list[str]) -> bool:
@@ -273,7 +267,7 @@ def shutdown_cmd(timeout: float, db: str | None, address: str | None) -> None:
     signalled, gone, refused = [], [], {}
     for pid in sorted(apps):
         names = ", ".join(sorted(apps[pid]))
-        if pid == os.getpid() or not _same_process(pid, started[pid]):
+        if pid == os.getpid() or not alive_since(pid, started[pid]):
             gone.append(pid)
             click.echo(f"process {pid} (serving {names}) is gone; marking it stopped")
         elif (why := _ours(pid)) is not None:
@@ -286,7 +280,7 @@ def shutdown_cmd(timeout: float, db: str | None, address: str | None) -> None:
     deadline = time.monotonic() + timeout
     alive = set(signalled)
     while alive and time.monotonic() < deadline:
-        alive = {pid for pid in alive if _same_process(pid, started[pid])}
+        alive = {pid for pid in alive if alive_since(pid, started[pid])}
         time.sleep(0.1)
     for pid, served in apps.items():
         if pid not in alive and pid not in refused:
