@@ -24,6 +24,7 @@ _LAZY = {
     "load_pipeline": "airflowless.dag",
     "RunResult": "airflowless.dag",
     "open_store": "airflowless.store",
+    "Skip": "airflowless.errors",
 }
 _SUBMODULES = {"dag", "runtime", "store", "datasets", "errors", "settings", "cli", "data", "train", "tune", "serve"}
 

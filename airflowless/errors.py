@@ -17,6 +17,8 @@ __all__ = [
     "ParameterError",
     "StageFailedError",
     "StageTimeoutError",
+    "Skip",
+    "StageSkipped",
     "PipelineRunError",
     "StoreError",
     "ClusterError",
@@ -60,6 +62,30 @@ class StageFailedError(AirflowlessError, RuntimeError):
 
     def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
         return (type(self), (self.stage, self.message, self.traceback))
+
+
+class Skip(AirflowlessError):
+    """Raised in a stage to skip it, and the stages that need its output: ``raise Skip("no new rows today")``.
+
+    The stage is recorded ``skipped`` with the reason; the run does not fail for it. Stages with
+    ``trigger="all_done"`` downstream still run (they get ``None`` for its output).
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class StageSkipped(AirflowlessError):
+    """What a stage's task raises when the stage raised :class:`Skip` (the driver records a skip, not a failure)."""
+
+    def __init__(self, stage: str, reason: str) -> None:
+        self.stage = stage
+        self.reason = reason
+        super().__init__(f"stage {stage!r} skipped itself: {reason or 'no reason given'}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return (type(self), (self.stage, self.reason))
 
 
 class StageTimeoutError(AirflowlessError, TimeoutError):

@@ -20,7 +20,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ParameterError, PipelineDefinitionError, ResumeError
+from ..errors import ParameterError, PipelineDefinitionError, ResumeError, Skip
 from ..jsonsafe import require_finite
 from .graph import Graph
 from .params import Param, bind_params, params_of
@@ -58,6 +58,10 @@ class Pipeline:
                 returned = self.fn(**bound)
             except PipelineDefinitionError:
                 raise
+            except Skip as skip:
+                raise PipelineDefinitionError(
+                    f"pipeline {self.name!r} raised airflowless.Skip({skip.reason!r}) while its stages were being "
+                    "wired; Skip skips one stage: raise it inside a @stage function") from None
             except Exception as exc:
                 raise PipelineDefinitionError(
                     f"pipeline {self.name!r} raised while its stages were being wired: "

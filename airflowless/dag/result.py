@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..store.records import RunRecord, StageRecord
+from ..store.records import RunRecord, StageRecord, StageStatus
 from .graph import map_refs
 from .outputs import read_output
 
@@ -35,7 +35,7 @@ class RunResult:
     """What a pipeline call returns: the run's record and its outputs.
 
     ``result.value`` is what the pipeline function returned, with stage outputs
-    filled in; ``result.output("fit")`` is one stage's output (read back from
+    filled in (``None`` for a skipped stage); ``result.output("fit")`` is one stage's output (read back from
     storage if the stage was cached).
     """
 
@@ -66,7 +66,13 @@ class RunResult:
 
     @property
     def value(self) -> Any:
-        return map_refs(self._returned, lambda ref: self.output(ref.node)) if self._returned is not None else None
+        return map_refs(self._returned, self._value_of) if self._returned is not None else None
+
+    def _value_of(self, ref: Any) -> Any:
+        """A returned stage's output; None for a stage that was skipped (it has none)."""
+        if ref.node not in self._outputs and self.record.stage(ref.node).status == StageStatus.SKIPPED:
+            return None
+        return self.output(ref.node)
 
     @property
     def outputs(self) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from ..errors import (
     PipelineRunError,
     RunCancelled,
     StageFailedError,
+    StageSkipped,
     StageTimeoutError,
 )
 from ..integrity import SigningKeyPlugin, current_key
@@ -112,8 +113,8 @@ def _plan(graph: Graph, order: list[str], *, run_id: int, store: Store, storage:
     for name in order:
         stage = graph.nodes[name].stage
         reuse = None
-        if any(up in renewed for up in graph.nodes[name].upstream):
-            renewed.add(name)
+        if stage.options.trigger != "all_success" or any(up in renewed for up in graph.nodes[name].upstream):
+            renewed.add(name)  # a trigger rule is about how this run's stages ended: never a reused output
         else:
             if resume_from is not None:
                 reuse = store.find_output(keys[name], run_id=resume_from)
@@ -167,6 +168,15 @@ def execute(
         lifecycle.close()
 
 
+def _deferred(graph: Graph) -> set[str]:
+    """Stages with a trigger rule other than all_success, and every stage downstream of one."""
+    found: set[str] = set()
+    for name, node in graph.nodes.items():
+        if node.stage.options.trigger != "all_success":
+            found |= {name} | graph.downstream(name)
+    return found
+
+
 def _cluster_gone(client: Client) -> bool:
     return client.status != "running"
 
@@ -212,6 +222,9 @@ class _Watch:
         self.deadlines: dict[str, float] = {}  # hard deadlines of running attempts (driver clock)
         self.cancel_requested: str | None = None  # who asked to cancel the run from outside (control plane)
         self.written: set[str] = set()  # stages whose output was found written after the cluster went away
+        # stages with a trigger rule, and what reads them: submitted once their inputs' stages ended
+        self.deferred = [n for n in order if n in _deferred(graph)]
+        self.not_run: dict[str, str] = {}  # stages a trigger rule kept from running: why
 
     def _needed(self) -> set[str]:
         """Nodes to submit: those to run, and the reused ones a node to run reads."""
@@ -222,28 +235,68 @@ class _Watch:
         return needed
 
     def _submit(self) -> None:
-        from dask.base import tokenize
-
         needed = self._needed()
         # Run ids repeat across stores (each test, each home), clusters outlive runs: a nonce keeps
         # this run's keys its own, never the still-remembered result of another store's run 1.
-        nonce = uuid.uuid4().hex
+        self.nonce = uuid.uuid4().hex
         for name in self.order:
-            if name not in needed:
+            if name in needed and name not in self.deferred:
+                self._submit_one(name, missing=())
+
+    def _submit_one(self, name: str, missing: tuple[str, ...]) -> None:
+        """Submit ``name``'s task, depending on the tasks of its inputs but ``missing`` (which read as None)."""
+        from dask.base import tokenize
+
+        node, plan = self.graph.nodes[name], self.plans[name]
+        key = f"{node.stage.name}-{tokenize(self.run_id, name, plan.cache_key, self.nonce)}"
+        if plan.reuse is not None:
+            self.futures[name] = self.client.submit(load_stage_output, name, plan.output_uri, key=key, pure=False)
+            return
+        call = StageCall(self.run_id, name, node.stage, node.args, node.kwargs,
+                         tuple(node.upstream), plan.output_uri, missing)
+        deps = [self.futures[up] for up in node.upstream if up not in missing]
+        self.futures[name] = self.client.submit(
+            run_stage, call, *deps, key=key, pure=False, resources=node.stage.options.resources or None)
+        self.store.update_stage(self.run_id, name, task_key=key)
+
+    def _ended(self, name: str) -> str | None:
+        """How stage ``name`` ended: succeeded, failed or skipped; None while it has not."""
+        if name in self.outcomes or (self.plans[name].reuse is not None and name not in self.futures):
+            return "succeeded"
+        if name in self.not_run:
+            return "skipped"
+        error = self.errors.get(name)
+        if error is None:
+            return None
+        if isinstance(error, StageFailedError | StageSkipped) and error.stage == name:
+            return "skipped" if isinstance(error, StageSkipped) else "failed"
+        # not run for a stage upstream of it (Dask hands that stage's error on), or lost (a worker died)
+        return "skipped" if any(self._ended(up) in ("failed", "skipped")
+                                for up in self.graph.nodes[name].upstream) else "failed"
+
+    def _release(self) -> set[str]:
+        """Submit the deferred stages whose inputs' stages all ended, or keep them from running; what was submitted."""
+        submitted: set[str] = set()
+        for name in list(self.deferred):
+            upstream = self.graph.nodes[name].upstream
+            ended = {up: self._ended(up) for up in upstream}
+            if any(how is None for how in ended.values()):
                 continue
-            node, plan = self.graph.nodes[name], self.plans[name]
-            key = f"{node.stage.name}-{tokenize(self.run_id, name, plan.cache_key, nonce)}"
-            if plan.reuse is not None:
-                self.futures[name] = self.client.submit(
-                    load_stage_output, name, plan.output_uri, key=key, pure=False)
+            self.deferred.remove(name)
+            trigger = self.graph.nodes[name].stage.options.trigger
+            failed = [up for up, how in ended.items() if how == "failed"]
+            not_ok = tuple(up for up, how in ended.items() if how != "succeeded")
+            if trigger == "all_success" and not_ok:
+                self.not_run[name] = (f"skipped: upstream stage {not_ok[0]!r} "
+                                      f"{'failed' if not_ok[0] in failed else 'was skipped'}")
+            elif trigger == "one_failed" and not failed:
+                self.not_run[name] = "skipped: no upstream stage failed (trigger one_failed)"
+            else:
+                self._submit_one(name, missing=not_ok)
+                submitted.add(name)
                 continue
-            call = StageCall(self.run_id, name, node.stage, node.args, node.kwargs,
-                             tuple(node.upstream), plan.output_uri)
-            deps = [self.futures[up] for up in node.upstream]
-            self.futures[name] = self.client.submit(
-                run_stage, call, *deps, key=key, pure=False,
-                resources=node.stage.options.resources or None)
-            self.store.update_stage(self.run_id, name, task_key=key)
+            self.progress(name, self.not_run[name])
+        return submitted
 
     def run(self, raise_on_failure: bool) -> RunResult:
         from distributed import wait
@@ -256,7 +309,7 @@ class _Watch:
         control.enter_context(listen(self.client, run_topic(self.graph.pipeline, self.run_id), self._on_control))
         try:
             self._submit()
-            pending = set(self.futures)
+            pending = set(self.futures) | self._release()
             while pending:
                 with contextlib.suppress(TimeoutError), self.client.as_current():  # wait() asks for the current client
                     wait([self.futures[n] for n in pending], timeout=0.25, return_when="FIRST_COMPLETED")
@@ -269,6 +322,7 @@ class _Watch:
                     self._finished(name)  # then discarded: a signal meanwhile leaves it to _record_finished
                     pending.discard(name)
                 pending -= self._enforce_deadlines(pending)
+                pending |= self._release()
             self._drain_events()
         except BaseException as exc:
             self._record_finished(pending)
@@ -415,16 +469,26 @@ class _Watch:
         failures: dict[str, str] = {}
         failed_or_skipped: set[str] = set()
         for name in self.order:
+            if name in self.not_run:
+                self.store.update_stage(self.run_id, name, status=StageStatus.SKIPPED, error=self.not_run[name])
+                continue
             if name not in self.errors:
                 continue
             error = self.errors[name]
             upstream_bad = any(up in failed_or_skipped for up in self.graph.nodes[name].upstream)
-            own = isinstance(error, StageFailedError) and error.stage == name
+            own = isinstance(error, StageFailedError | StageSkipped) and error.stage == name
             failed_or_skipped.add(name)
-            if upstream_bad and not own:
+            if isinstance(error, StageSkipped) and own:
+                why = f"skipped: {error.reason}" if error.reason else "skipped by the stage (airflowless.Skip)"
                 self.store.update_stage(self.run_id, name, status=StageStatus.SKIPPED,
-                                        error="skipped: an upstream stage failed")
-                self.progress(name, "skipped: an upstream stage failed")
+                                        finished_at=datetime.now(timezone.utc), error=why)
+                self.progress(name, why)
+                continue
+            if upstream_bad and not own:
+                why = ("skipped: an upstream stage skipped itself" if isinstance(error, StageSkipped)
+                       else "skipped: an upstream stage failed")
+                self.store.update_stage(self.run_id, name, status=StageStatus.SKIPPED, error=why)
+                self.progress(name, why)
                 continue
             text = error.traceback if isinstance(error, StageFailedError) else f"{type(error).__name__}: {error}"
             message = error.message if isinstance(error, StageFailedError) else text

@@ -23,7 +23,9 @@ from typing import Any, overload
 from ..errors import ConfigError
 from ..names import check_name
 
-__all__ = ["Stage", "StageOptions", "stage"]
+__all__ = ["Stage", "StageOptions", "stage", "TRIGGERS"]
+
+TRIGGERS = ("all_success", "all_done", "one_failed")  # when a stage runs, by how its inputs' stages ended
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +42,12 @@ class StageOptions:
     the cached output, asked before it is reused; ``False`` runs the stage again
     (e.g. "does the URL it returned still answer?"). ``version``: bump it to
     invalidate the cache when code the stage calls (not its own body) changes.
+    ``trigger``: when the stage runs, by how the stages it reads ended (as Airflow's
+    trigger rules): ``"all_success"`` (the default: each succeeded), ``"all_done"``
+    (each ended, whatever happened: clean-up, releasing a lock, a report), or
+    ``"one_failed"`` (at least one failed: an alert). A stage that runs although an
+    input did not succeed gets ``None`` for that input; one whose rule is not met is
+    skipped. Such a stage is never reused from the cache: it is about this run.
     """
 
     retries: int = 0
@@ -51,8 +59,11 @@ class StageOptions:
     cache: bool = True
     cache_valid: Callable[[Any], bool] | None = None
     version: str = ""
+    trigger: str = "all_success"
 
     def __post_init__(self) -> None:
+        if self.trigger not in TRIGGERS:
+            raise ConfigError(f"trigger must be one of {', '.join(TRIGGERS)}, got {self.trigger!r}")
         if not isinstance(self.retries, int) or self.retries < 0:
             raise ConfigError(f"retries must be an integer >= 0, got {self.retries!r}")
         for name in ("retry_delay", "max_retry_delay"):

@@ -16,7 +16,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StageFailedError, StageTimeoutError
+from ..errors import Skip, StageFailedError, StageSkipped, StageTimeoutError
 from .deadline import DeadlineExceeded, deadline
 from .graph import StageRef, map_refs
 from .interrupt import stage_thread
@@ -40,6 +40,7 @@ class StageCall:
     kwargs: dict[str, Any]
     upstream: tuple[str, ...]
     output_uri: str
+    missing: tuple[str, ...] = ()  # upstream stages that did not succeed (a trigger rule ran it anyway): None
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
         return Outcome(call.node, value, started, time.time(), 0, address, call.output_uri,
                        summarize(value), reused=True)
     values = {outcome.node: outcome.value for outcome in upstream}
+    values.update(dict.fromkeys(call.missing))
     args, kwargs = map_refs((call.args, call.kwargs), lambda ref: values[_name(ref)])
     options = call.stage.options
     attempt = 0
@@ -93,6 +95,9 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
             with stage_thread(call.run_id, call.node), deadline(options.timeout):  # a cancel interrupts it
                 value = call.stage.fn(*args, **kwargs)
             break
+        except Skip as skip:  # not a failure: never retried
+            _emit(call, "skipped", attempt=attempt, reason=skip.reason)
+            raise StageSkipped(call.node, skip.reason) from None
         except DeadlineExceeded:
             error: BaseException = StageTimeoutError(call.stage.name, options.timeout or 0)
             text = str(error)

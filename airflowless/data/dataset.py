@@ -161,9 +161,15 @@ class Dataset:
             raise ValueError(f"random_sample needs a fraction between 0 and 1, got {fraction!r}")
         return self._then(RandomSampleFn(float(fraction), _new_seed() if seed is None else seed))
 
-    def sort(self, key: str | Sequence[str], descending: bool = False) -> Dataset:
+    def sort(self, key: str | Sequence[str], descending: bool | Sequence[bool] = False) -> Dataset:
+        """Rows ordered by ``key`` (one column or several); ``descending`` for all keys or one per key.
+
+        Missing keys come last in both directions; rows with equal keys keep their order.
+
+        >>> ds.sort(["day", "fare"], descending=[False, True])   # doctest: +SKIP
+        """
         keys = (key,) if isinstance(key, str) else tuple(key)
-        return Dataset(lo.Sort(self._plan, keys, descending))
+        return Dataset(lo.Sort(self._plan, keys, _directions(keys, descending)))
 
     def groupby(self, key: str | Sequence[str]) -> GroupedData:
         from .grouped import GroupedData
@@ -443,3 +449,16 @@ def _new_seed() -> int:
 
 
 from .grouped import GroupedData  # noqa: E402  (circular: grouped builds Datasets)
+
+
+def _directions(keys: tuple[str, ...], descending: bool | Sequence[bool]) -> tuple[bool, ...]:
+    """``descending`` as one flag per sort key (as Ray and pandas take it)."""
+    if isinstance(descending, bool):
+        return (descending,) * len(keys)
+    flags = tuple(descending) if isinstance(descending, Sequence) and not isinstance(descending, str) else None
+    if flags is None or not all(isinstance(f, bool) for f in flags):
+        raise TypeError(f"sort descending must be a bool or a list of bools, one per key; got {descending!r}")
+    if len(flags) != len(keys):
+        raise ValueError(f"sort got {len(flags)} descending flag(s) for {len(keys)} key(s) {list(keys)}; "
+                         "give one per key, or one bool for all")
+    return flags

@@ -51,11 +51,15 @@ def with_missing_as_null(table: pa.Table, columns: Sequence[str]) -> pa.Table:
     return table
 
 
-def sort_indices(table: pa.Table, keys: Sequence[str], descending: bool) -> pa.Array:
-    """Row order of ``table`` sorted by ``keys``: stable, missing keys last in both directions."""
-    order = "descending" if descending else "ascending"
+def sort_indices(table: pa.Table, keys: Sequence[str], descending: bool | Sequence[bool]) -> pa.Array:
+    """Row order of ``table`` sorted by ``keys`` (``descending``: for all keys, or one per key).
+
+    Stable, and missing keys last in both directions.
+    """
+    flags = [descending] * len(keys) if isinstance(descending, bool) else list(descending)
     normalized = with_missing_as_null(table.select(list(keys)), keys)
-    return pc.sort_indices(normalized, sort_keys=[(k, order) for k in keys])  # Arrow puts nulls at the end
+    order = [(k, "descending" if d else "ascending") for k, d in zip(keys, flags, strict=True)]
+    return pc.sort_indices(normalized, sort_keys=order)  # Arrow puts nulls at the end
 
 
 def key_changes(table: pa.Table, keys: Sequence[str]) -> np.ndarray:

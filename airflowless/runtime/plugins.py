@@ -39,7 +39,7 @@ class AirflowlessWorkerPlugin(WorkerPlugin):
         self.worker = worker
         self.state = {}
         keep_code_filenames()  # what this worker ships (a trial's ranks, a stage's tasks) names its files
-        quiet_compute_failed(("StageFailedError(",))  # the driver tells a stage's failure, once
+        quiet_compute_failed(("StageFailedError(", "StageSkipped("))  # the driver tells a stage's failure, once
         # Blocks arrive from other workers in buffers pyarrow's Acero engine may find
         # unaligned; let it copy them rather than warn on every groupby or join.
         os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "reallocate")

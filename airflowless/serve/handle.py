@@ -44,19 +44,17 @@ class _WorkerRouters:
     def __init__(self) -> None:
         self.routers: dict[tuple[str, str], tuple[Router, float]] = {}
 
-    async def get(self, app: str, deployment: str) -> Router:
-        from distributed import get_worker
-
+    async def get(self, worker: Any, app: str, deployment: str) -> Router:
         entry = self.routers.get((app, deployment))
         now = time.monotonic()
         if entry is not None and now - entry[1] < _REFRESH_S and entry[0].replica_ids:
             return entry[0]
-        table = await get_scheduler_metadata(get_worker(), metadata_key(app, deployment))
+        table = await get_scheduler_metadata(worker, metadata_key(app, deployment))
         if table is None:
             raise DeploymentNotFoundError(f"no deployment {deployment!r} in application {app!r} is running")
         router = entry[0] if entry is not None else Router(
             f"{app}/{deployment}", max_ongoing=table["max_ongoing"], max_queued=table["max_queued"],
-            ssl_context=client_context(get_worker().security, "worker"))
+            ssl_context=client_context(worker.security, "worker"))
         router.update([ReplicaInfo(*r) for r in table["replicas"]],
                       max_ongoing=table["max_ongoing"], max_queued=table["max_queued"],
                       unavailable=table.get("unavailable", ""))
@@ -76,15 +74,19 @@ def _locate(app: str, deployment: str) -> tuple[asyncio.AbstractEventLoop, Any]:
         async def driver_router() -> Router:
             return runtime.router(app, deployment)
         return runtime.loop, driver_router
-    try:
-        from distributed import get_worker
+    from distributed import get_worker
 
+    from .replica import host_worker
+
+    try:
         worker = get_worker()
-    except ValueError:
-        raise ServeError("serve is not running in this process; call serve.run(app) first") from None
+    except ValueError:  # not a Dask task's thread: a replica's own (a plain ``def`` method), or no serve at all
+        worker = host_worker()
+        if worker is None:
+            raise ServeError("serve is not running in this process; call serve.run(app) first") from None
 
     async def worker_router() -> Router:
-        return await _worker_routers.get(app, deployment)
+        return await _worker_routers.get(worker, app, deployment)
     return worker.loop.asyncio_loop, worker_router  # type: ignore[attr-defined]
 
 

@@ -4,7 +4,10 @@
 ``POST {prefix}{path}`` calls the method marked ``@serve.route(path)``
 (:mod:`.routing`); no other method is reachable over HTTP. ``GET`` passes
 ``None``. A method whose first argument is annotated ``starlette.requests.Request``
-gets the request itself instead (:mod:`.http_request`).
+gets the request itself instead (:mod:`.http_request`); such a ``__call__``
+also gets every path under its prefix that no route claims (as in Ray Serve).
+What the method returns is answered as Ray Serve answers it (:func:`_response`):
+a Starlette ``Response`` as it is, text as text, anything else as JSON.
 
 The body is read here, chunk by chunk, counting bytes: beyond
 ``max_body_bytes`` the answer is 413 at once, and a body not complete within
@@ -69,6 +72,22 @@ class _Refused(Exception):
 def _json(payload: Any, status: int = 200, *, close: bool = False) -> Response:
     headers = {"connection": "close"} if close else None
     return Response(json_body.dump(payload), status_code=status, media_type="application/json", headers=headers)
+
+
+def _response(result: Any) -> Response:
+    """The HTTP answer for what a deployment returned, as Ray Serve gives it.
+
+    A Starlette ``Response`` goes out as it is (status, headers, cookies); text
+    as ``text/plain``; bytes as ``application/octet-stream``; anything else as
+    JSON (numpy and pandas values through ``tolist``).
+    """
+    if isinstance(result, Response):
+        return result
+    if isinstance(result, str):
+        return Response(result, media_type="text/plain")
+    if isinstance(result, bytes | bytearray | memoryview):
+        return Response(bytes(result), media_type="application/octet-stream")
+    return Response(json_body.dump(result), media_type="application/json")
 
 
 def _error(status: int, message: str, *, close: bool = False) -> Response:
@@ -192,6 +211,8 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
             return _error(404, f"no application serves {path!r}; routes are {sorted(routes)} (see GET /-/routes)")
         target, rest = found
         route = target.routes.get(rest)
+        if route is None and "" in target.routes and target.routes[""].takes_request:
+            route = target.routes[""]  # a __call__ that reads the request serves every path under its prefix (Ray)
         if route is None:
             offered = sorted("/" + path for path in target.routes if path)
             return _error(404, f"application {target.app_name!r} has no HTTP route {'/' + rest!r}; it serves its "
@@ -221,7 +242,7 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
         except Exception as exc:
             return _error(500, f"the deployment raised {type(exc).__name__}: {exc}")
         try:
-            return Response(json_body.dump(result), media_type="application/json")
+            return _response(result)
         except (TypeError, ValueError) as exc:
             return _error(500, f"the deployment returned a value that is not JSON ({exc})")
 

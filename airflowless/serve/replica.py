@@ -69,7 +69,7 @@ from ..runtime.plugins import PLUGIN_NAME
 from .errors import BadRequestError, ReplicaStuckError
 from .wire import Busy, Connection, Rejected, WireServer
 
-__all__ = ["Replica", "ReplicaSpec", "ReplicaInfo", "controller_identity", "freeze_heap", "stop_replicas"]
+__all__ = ["Replica", "ReplicaSpec", "ReplicaInfo", "controller_identity", "freeze_heap", "host_worker", "stop_replicas"]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,14 @@ class ReplicaInfo:
     owner: str = ""
 
 
+_host_worker: Any = None  # the worker of this process's replicas (their own threads have no Dask task context)
+
+
+def host_worker() -> Any:
+    """The Dask worker hosting replicas in this process, or None: where a replica's handles route."""
+    return _host_worker
+
+
 class Replica:
     """The actor hosting one replica of a deployment (see the module docstring)."""
 
@@ -155,6 +163,8 @@ class Replica:
 
         self._worker = get_worker()
         worker_state()[self._state_key] = self
+        global _host_worker
+        _host_worker = self._worker
 
     async def start(self) -> ReplicaInfo:
         from distributed.comm import get_address_host

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
+import logging
 import threading
 import time
 import uuid
@@ -28,9 +29,11 @@ from .checkpoint import Checkpoint, CheckpointManager, delete_checkpoint
 from .config import RunConfig, ScalingConfig
 from .recorder import Recorder, StoreRecorder
 from .result import Result
-from .worker_group import RankSpec, WorkerGroup
+from .worker_group import RankSpec, WorkerGroup, pickle_code
 
 __all__ = ["BaseTrainer", "DataParallelTrainer"]
+
+log = logging.getLogger(__name__)
 
 
 class FitSeconds(dict[str, float]):
@@ -227,9 +230,10 @@ class BaseTrainer:
     def _spec_maker(self, group: WorkerGroup, assigned: list[dict[str, Any]], restore: Checkpoint | None,
                     start_step: int, storage_dir: str, name: str,
                     decisions: str | None = None) -> Callable[[int, str], RankSpec]:
+        code = pickle_code(self._loop(), self._loop_config())  # once for all ranks
+
         def make_spec(rank: int, worker: str) -> RankSpec:
-            return RankSpec(group.group, rank, group.num_workers, self._loop(), self._loop_config(),
-                            self._backend, assigned[rank], restore, storage_dir,
+            return RankSpec(group.group, rank, group.num_workers, code, self._backend, assigned[rank], restore, storage_dir,
                             self.scaling_config.use_gpu, name, name, start_step, decisions)
 
         return make_spec
@@ -308,6 +312,9 @@ class BaseTrainer:
                         error = TrainingFailedError(
                             f"training failed ({failures} failure(s), FailureConfig.max_failures={max_failures}): {exc}")
                         break
+                    log.warning("%s\nrestarting the ranks from %s (failure %d, FailureConfig.max_failures=%d)",
+                                str(exc).rstrip(), "the latest checkpoint" if manager.latest or checkpoint
+                                else "the start", failures, max_failures)
                 finally:
                     group.shutdown()
             if history and self.run_config.verbose:

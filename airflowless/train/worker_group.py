@@ -21,18 +21,19 @@ report that was judged.
 from __future__ import annotations
 
 import contextlib
+import gc
 import queue
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._dask_internals import close_topic, worker_addresses, worker_resources
 from ..errors import RankFailedError
-from .backends.base import Backend
+from .backends.base import Backend, preloads_done
 from .checkpoint import Checkpoint
 from .context import Session, StopRequested, TrainContext, session_scope
 from .placement import CapacityError, check_capacity, choose_workers
@@ -53,8 +54,7 @@ class RankSpec:
     group: str
     rank: int
     world_size: int
-    loop: Callable[..., Any]
-    config: dict[str, Any] | None
+    code: bytes  # the loop and its config, pickled: loaded once the worker's preloads ended (load_code)
     backend: Backend
     shards: dict[str, tuple[list[Any], int]]
     checkpoint: Checkpoint | None
@@ -64,6 +64,28 @@ class RankSpec:
     trial_name: str = ""
     start_iteration: int = 0
     decisions: str | None = None  # rank 0 waits for the driver's answer to each report on this queue
+
+
+def pickle_code(loop: Callable[..., Any], config: dict[str, Any] | None) -> bytes:
+    """A rank's loop and config as :class:`RankSpec` carries them."""
+    import cloudpickle
+
+    return cloudpickle.dumps((loop, config))
+
+
+def load_code(spec: RankSpec) -> tuple[Callable[..., Any], dict[str, Any] | None]:
+    """The rank's loop and config, loaded after the worker's background imports ended.
+
+    Dask unpickles a task on the worker's event loop as it arrives; a user's loop
+    whose module imports ``torch.nn`` would then import it while the backend's
+    preload thread is half way through ``import torch``, and one of the two
+    fails. Carried as bytes, the loop is loaded here, when no preload runs.
+    """
+    import pickle
+
+    preloads_done()
+    loop, config = pickle.loads(spec.code)
+    return loop, config
 
 
 DECISION_TIMEOUT = 300.0  # seconds rank 0 waits for the driver's answer to a report before going on
@@ -147,14 +169,15 @@ def run_rank(spec: RankSpec) -> Any:
 def _run_in_session(spec: RankSpec, session: Session, stop: Any, topic: str) -> Any:
     """Run the rank's loop in its backend's context; tell the driver how it ended."""
     seconds = session.seconds
-    began = time.perf_counter()
     try:
+        loop, config = load_code(spec)
+        began = time.perf_counter()
         with freed_memory_kept(), spec.backend.rank_context(spec, session.rendezvous) as info:
             seconds["rendezvous"] = time.perf_counter() - began
             session.backend_info = info  # type: ignore[attr-defined]
             looped = time.perf_counter()
-            with session_scope(session):
-                result = spec.loop() if spec.config is None else spec.loop(spec.config)
+            with session_scope(session), _frames_freed_on_error():
+                result = loop() if config is None else loop(config)
             seconds["training"] = (time.perf_counter() - looped - seconds.get("data", 0.0)
                                    - seconds.get("checkpoint", 0.0))
     except StopRequested:
@@ -164,11 +187,43 @@ def _run_in_session(spec: RankSpec, session: Session, stop: Any, topic: str) -> 
         # to the next round then fails in it (LightGBM: "Connection reset by peer"). That is the
         # stop, not a failure.
         if not (isinstance(exc, Exception) and stop.is_set()):
-            _emit(topic, {"event": "failed", "rank": spec.rank, "traceback": traceback.format_exc()})
-            raise
+            failure = RankFailure(spec.rank, f"rank {spec.rank} failed: {type(exc).__name__}: {exc}\n"
+                                             f"{traceback.format_exc()}")
+            _emit(topic, {"event": "failed", "rank": spec.rank, "error": failure.error})
+            if not isinstance(exc, Exception):
+                raise
+            # returned, not raised: the driver tells it once (the worker would log the whole task again)
+            return failure
         result = None
     _emit(topic, {"event": "finished", "rank": spec.rank, "seconds": dict(seconds)})
     return result
+
+
+@dataclass
+class RankFailure:
+    """What a rank whose loop raised returns: its error, told by the driver as the fit's failure."""
+
+    rank: int
+    error: str
+    at: float = field(default_factory=time.time)
+
+
+@contextlib.contextmanager
+def _frames_freed_on_error() -> Iterator[None]:
+    """Free the locals of the loop's frames when it raises, before the backend's context is left.
+
+    The traceback keeps the user's frames alive, and with them the model, which
+    holds the framework's connections (a DistributedDataParallel module holds the
+    process group): destroying the group would not close its sockets, and the
+    other ranks would wait in their next collective until its timeout (a minute)
+    instead of failing at once, as they do when a rank's process dies.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        traceback.clear_frames(exc.__traceback__)
+        gc.collect()  # a module's parameters and hooks refer to each other
+        raise
 
 
 @dataclass
@@ -306,6 +361,9 @@ class WorkerGroup:
         finished: set[int] = set()
 
         def add(message: dict[str, Any]) -> None:
+            if message.get("event") == "failed" and "error" in message:
+                # the first rank to fail is the cause: the others may only have lost it as a peer
+                raise RankFailedError(message["error"])
             if message.get("event") == "finished":
                 finished.add(message["rank"])
                 if "seconds" in message:
@@ -357,6 +415,9 @@ class WorkerGroup:
                 raise RankFailedError(f"rank {rank} finished, but its result was lost with its worker "
                                       f"{self.workers[rank]}") from exc
             self.futures[rank] = None
+        failures = [r for r in results.values() if isinstance(r, RankFailure)]
+        if failures:  # the first to fail is the cause
+            raise RankFailedError(min(failures, key=lambda f: f.at).error)
 
     def answer(self, stop: bool) -> None:
         """Answer rank 0's report (when its RankSpec has ``decisions``): go on, or stop there."""

@@ -224,6 +224,38 @@ def test_sort_matches_pandas(source: tuple[pa.Table, list[int]], chosen: list[St
     both_ways(check)
 
 
+@SETTINGS
+@given(source=tables(), chosen=plans(), keys=st.permutations(["k", "s", "y"]).map(lambda p: p[:2]),
+       descending=st.lists(st.booleans(), min_size=2, max_size=2))
+@example(source=NULL_KEYS, chosen=[], keys=["k", "y"], descending=[True, False])  # every list read as all-descending
+@example(source=NULL_KEYS, chosen=[], keys=["k", "y"], descending=[False, False])
+def test_sort_on_two_keys_with_a_direction_each_matches_pandas(source: tuple[pa.Table, list[int]],
+                                                               chosen: list[Step], keys: list[str],
+                                                               descending: list[bool]) -> None:
+    ds, frame, _ = run_plan(*source, chosen)
+    if not set(keys) <= set(frame.columns):
+        return
+    expected = frame.sort_values(keys, ascending=[not d for d in descending], kind="stable", na_position="last")
+
+    def check() -> None:
+        got = ds.sort(keys, descending=descending).to_pandas()
+        assert len(got) == len(expected)
+        for key in keys:  # the key sequences are exact; rows with equal keys may come in any order
+            assert got[key].isna().tolist() == expected[key].isna().tolist()
+            assert got[key].astype(object).where(got[key].notna(), None).tolist() == \
+                expected[key].astype(object).where(expected[key].notna(), None).tolist()
+
+    both_ways(check)
+
+
+def test_sort_directions_must_be_one_bool_per_key() -> None:
+    ds = data.from_items([{"a": 1, "b": 2}])
+    with pytest.raises(ValueError, match="2 descending flag.*3 key"):
+        ds.sort(["a", "b", "a"], descending=[True, False])
+    with pytest.raises(TypeError, match="a bool or a list of bools"):
+        ds.sort("a", descending="yes")  # type: ignore[arg-type]
+
+
 # numpy batches turn an int column with a null into floats in that block only
 MIXED_KEYS = (pa.table({"i": [0, 1, 2, 3, 4, 5], "k": [1, 2, None, 1, 2, 1], "s": ["a"] * 6,
                         "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "y": [1, 2, 3, 4, 5, 6]}), [3])

@@ -36,6 +36,17 @@ class Ingress:
 
 
 @serve.deployment
+class SyncIngress:
+    """Ray's sync composition: a plain ``def`` waits for another deployment with ``.result()``."""
+
+    def __init__(self, echo: Any) -> None:
+        self.echo = echo
+
+    def __call__(self, body: Any) -> dict[str, Any]:
+        return {"via": self.echo.remote(body).result(timeout=30), "loud": self.echo.shout.remote("hi").result()}
+
+
+@serve.deployment
 def double(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict) or not isinstance(body.get("x"), int | float):
         raise serve.BadRequestError(f"expected {{'x': number}}, got {type(body).__name__}")

@@ -73,6 +73,27 @@ class WithRequest:
 
 
 @serve.deployment
+class Answers:
+    """Ray Serve's ways to answer: text, a Starlette response with its status, headers and cookies, bytes."""
+
+    async def __call__(self, request: Request) -> Any:
+        from starlette.responses import JSONResponse, PlainTextResponse
+
+        kind = request.query_params.get("kind", "")
+        if kind == "text":
+            return f"hello {request.url.path}"
+        if kind == "created":
+            response = JSONResponse({"id": 7}, status_code=201, headers={"Location": "/items/7"})
+            response.set_cookie("session", "abc")
+            return response
+        if kind == "plain":
+            return PlainTextResponse("teapot", status_code=418)
+        if kind == "bytes":
+            return b"\x00\x01"
+        return {"path": request.url.path, "query": dict(request.query_params)}
+
+
+@serve.deployment
 class Pre:
     def __call__(self, body: Any) -> list[float]:
         return [float(v) for v in body["x"]]

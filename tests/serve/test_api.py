@@ -10,7 +10,7 @@ import pytest
 
 from airflowless import serve
 
-from .deployments import Batched, Broken, Echo, Ingress, Slow, double
+from .deployments import Batched, Broken, Echo, Ingress, Slow, SyncIngress, double
 
 
 def test_run_http_handle_status_delete(serve_url: str) -> None:
@@ -41,6 +41,14 @@ def test_composition_with_handles(serve_url: str) -> None:
     assert reply["via"]["got"] == {"k": "v"} and reply["via"]["suffix"] == "?"
     assert reply["loud"] == {"up": "HI"}
     serve.delete("composed")
+
+
+def test_a_sync_deployment_waits_for_a_handle_call_with_result(serve_url: str) -> None:
+    serve.run(SyncIngress.bind(Echo.bind("?")), name="composed-sync", route_prefix="/cs")
+    reply = httpx.post(f"{serve_url}/cs", json={"k": "v"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["via"]["got"] == {"k": "v"} and reply.json()["loud"] == {"up": "HI"}
+    serve.delete("composed-sync")
 
 
 def test_bad_input_is_4xx_and_fuzz_never_5xx(serve_url: str) -> None:

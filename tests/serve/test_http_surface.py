@@ -27,7 +27,7 @@ from airflowless.serve.routing import http_routes
 from tests.support.eventually import eventually
 
 from .deployments import double
-from .http_deployments import Chain, Gate, Plain, Post, Pre, TorchModel, WithRequest
+from .http_deployments import Answers, Chain, Gate, Plain, Post, Pre, TorchModel, WithRequest
 
 LIMITS = {"header_timeout_s": 1.0, "body_timeout_s": 2.0, "keep_alive_timeout_s": 1.0, "limit_concurrency": 8}
 
@@ -283,6 +283,22 @@ def test_an_ingress_taking_a_starlette_request(serve_url: str) -> None:
     assert httpx.post(f"{serve_url}/r/raw", content=b"\x00\xff" * 10).json() == {"bytes": 20}
     assert httpx.post(f"{serve_url}/r/raw", content=b"x" * (2 << 20)).status_code == 413
     serve.delete("req")
+
+
+def test_answers_come_back_as_ray_serve_gives_them_and_sub_paths_reach_call(serve_url: str) -> None:
+    serve.run(Answers.bind(), name="answers", route_prefix="/")
+    text = httpx.get(f"{serve_url}/greet/there?kind=text")
+    assert (text.status_code, text.text) == (200, "hello /greet/there")  # the text itself, not a JSON string
+    assert text.headers["content-type"].startswith("text/plain")
+    created = httpx.post(f"{serve_url}/items?kind=created", json={})
+    assert (created.status_code, created.json(), created.headers["location"]) == (201, {"id": 7}, "/items/7")
+    assert created.cookies["session"] == "abc"
+    teapot = httpx.get(f"{serve_url}/?kind=plain")
+    assert (teapot.status_code, teapot.text) == (418, "teapot")
+    raw = httpx.get(f"{serve_url}/blob?kind=bytes")
+    assert (raw.content, raw.headers["content-type"]) == (b"\x00\x01", "application/octet-stream")
+    assert httpx.get(f"{serve_url}/a/b/c?x=1").json() == {"path": "/a/b/c", "query": {"x": "1"}}
+    serve.delete("answers")
 
 
 def test_a_response_passed_to_another_handle_is_resolved(serve_url: str) -> None:

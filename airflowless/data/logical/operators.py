@@ -193,11 +193,11 @@ class RandomShuffle(LogicalOp):
 class Sort(LogicalOp):
     input: LogicalOp
     keys: tuple[str, ...]
-    descending: bool = False
+    descending: tuple[bool, ...]  # one per key
 
     @property
     def label(self) -> str:
-        return f"Sort[{', '.join(self.keys)}{' desc' if self.descending else ''}]"
+        return f"Sort[{', '.join(k + (' desc' if d else '') for k, d in zip(self.keys, self.descending, strict=True))}]"
 
 
 @dataclass(frozen=True, eq=False)

@@ -88,7 +88,9 @@ def random_shuffle(ex: Execution, op: PhysicalOp, blocks: list[Any], *, seed: in
                       *[ex.submit(op, tasks.pick, p, j) for p in parts]) for j in range(n)]
 
 
-def sort(ex: Execution, op: PhysicalOp, blocks: list[Any], *, keys: tuple[str, ...], descending: bool) -> list[Any]:
+def sort(ex: Execution, op: PhysicalOp, blocks: list[Any], *, keys: tuple[str, ...],
+         descending: tuple[bool, ...]) -> list[Any]:
+    """Range partitions on the first key (in its direction), each sorted on all keys."""
     if not blocks:
         return []
     n = len(blocks)
@@ -98,7 +100,7 @@ def sort(ex: Execution, op: PhysicalOp, blocks: list[Any], *, keys: tuple[str, .
         return [ex.submit(op, tasks.concat_sorted, keys, descending, *blocks)]
     step = len(first) / n
     bounds = pa.table({keys[0]: first.take(pa.array([int(step * i) for i in range(1, n)]))})
-    parts = [ex.submit(op, tasks.split_range, b, keys, bounds, descending) for b in blocks]
+    parts = [ex.submit(op, tasks.split_range, b, keys, bounds, descending[0]) for b in blocks]
     return [ex.submit(op, tasks.concat_sorted, keys, descending,
                       *[ex.submit(op, tasks.pick, p, j) for p in parts]) for j in range(n)]
 

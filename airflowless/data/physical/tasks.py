@@ -126,7 +126,7 @@ def split_range(table: pa.Table, keys: Sequence[str], bounds: pa.Table, descendi
     return [table.filter(pa.array(part == i)) for i in range(len(edges) + 1)]
 
 
-def concat_sorted(keys: Sequence[str], descending: bool, *parts: pa.Table) -> pa.Table:
+def concat_sorted(keys: Sequence[str], descending: Sequence[bool], *parts: pa.Table) -> pa.Table:
     table = concat(list(parts))
     return table.take(sort_indices(table, keys, descending)) if table.num_rows else table
 

@@ -12,11 +12,14 @@ The default backend connects nothing (each rank trains alone, e.g. scikit-learn)
 from __future__ import annotations
 
 import contextlib
+import importlib
 import socket
+import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Backend", "free_port", "interface_of", "listen_on", "worker_host"]
+__all__ = ["Backend", "free_port", "interface_of", "listen_on", "preloads_done", "worker_host"]
 
 
 class Backend:
@@ -42,15 +45,42 @@ class Backend:
                 client.run(_import_modules, list(self.modules), wait=False)
 
 
-async def _import_modules(modules: list[str]) -> None:
-    """Import ``modules`` in a thread (the worker's event loop goes on meanwhile)."""
-    import asyncio
-    import importlib
-    import sys
+_preloads: dict[str, threading.Event] = {}  # module -> set once its preload on this worker ended
+_preloads_lock = threading.Lock()
 
-    missing = [name for name in modules if name not in sys.modules]
+
+async def _import_modules(modules: list[str]) -> None:
+    """Import ``modules`` in a thread (the worker's event loop goes on meanwhile).
+
+    Two threads importing one package at once can break each other (one sees the
+    other's partially initialized ``torch``), so a rank waits for these imports
+    (:func:`preloads_done`) before it loads the user's code.
+    """
+    import asyncio
+
+    with _preloads_lock:
+        missing = [name for name in modules if name not in sys.modules and name not in _preloads]
+        done = threading.Event()
+        _preloads.update(dict.fromkeys(missing, done))
     if missing:
-        await asyncio.get_running_loop().run_in_executor(None, lambda: [importlib.import_module(m) for m in missing])
+        await asyncio.get_running_loop().run_in_executor(None, _import_all, missing, done)
+
+
+def _import_all(modules: list[str], done: threading.Event) -> None:
+    try:
+        for name in modules:
+            with contextlib.suppress(Exception):  # the rank's own import reports the error
+                importlib.import_module(name)
+    finally:
+        done.set()
+
+
+def preloads_done(timeout: float = 300.0) -> None:
+    """Wait until this worker's background imports (started by :meth:`Backend.preload`) ended."""
+    with _preloads_lock:
+        pending = set(_preloads.values())
+    for done in pending:
+        done.wait(timeout)
 
 
 def worker_host() -> str:
