@@ -23,7 +23,7 @@ from dask.base import tokenize
 
 from .graph import Graph, StageRef
 
-__all__ = ["cache_keys", "key_of_path"]
+__all__ = ["cache_keys", "element_key", "key_of_path"]
 
 
 def key_of_path(value: Any) -> Any:
@@ -51,7 +51,14 @@ def cache_keys(graph: Graph, order: list[str]) -> dict[str, str]:
     keys: dict[str, str] = {}
     for name in order:
         node = graph.nodes[name]
-        inputs = _inputs((node.args, node.kwargs), keys)
+        inputs = _inputs((node.args, node.kwargs) if not node.mapped else (("map", node.over), node.args, node.kwargs),
+                         keys)
         digest = hashlib.sha256(f"{node.stage.code_hash}\0{tokenize(inputs, ensure_deterministic=False)}".encode())
         keys[name] = digest.hexdigest()[:32]
     return keys
+
+
+def element_key(code_hash: str, call: tuple[Any, ...], keys: dict[str, str]) -> str:
+    """The cache key of one item's call of a mapped stage: keyed by the item's value, not its place."""
+    digest = hashlib.sha256(f"{code_hash}\0{tokenize(_inputs(call, keys), ensure_deterministic=False)}".encode())
+    return digest.hexdigest()[:32]

@@ -15,7 +15,7 @@ from ..errors import PipelineDefinitionError
 if TYPE_CHECKING:
     from .stage import Stage
 
-__all__ = ["StageRef", "Node", "Graph", "map_refs"]
+__all__ = ["StageRef", "Node", "Graph", "map_refs", "NOT_MAPPED"]
 
 
 @dataclass(frozen=True)
@@ -59,18 +59,31 @@ def refs_in(value: Any) -> list[StageRef]:
     return found
 
 
+NOT_MAPPED: Any = type("NotMapped", (), {"__repr__": lambda self: "NOT_MAPPED"})()
+
+
 @dataclass(frozen=True)
 class Node:
-    """One call of a stage: its arguments may hold references to other nodes."""
+    """One call of a stage: its arguments may hold references to other nodes.
+
+    A *mapped* node (``stage.map(over, ...)``) stands for one call per item of
+    ``over`` (a list, or a reference to a stage's output that is one), the item
+    passed first, then ``args`` and ``kwargs``; its output is the list of theirs.
+    """
 
     name: str
     stage: Stage
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    over: Any = NOT_MAPPED
+
+    @property
+    def mapped(self) -> bool:
+        return self.over is not NOT_MAPPED
 
     @property
     def refs(self) -> list[StageRef]:
-        return refs_in((self.args, self.kwargs))
+        return refs_in((self.over, self.args, self.kwargs) if self.mapped else (self.args, self.kwargs))
 
     @property
     def upstream(self) -> list[str]:

@@ -44,10 +44,11 @@ from ..errors import (
 )
 from ..integrity import SigningKeyPlugin, current_key
 from ..store.records import RunStatus, StageRecord, StageStatus
-from .cache import cache_keys
-from .graph import Graph
+from .cache import cache_keys, element_key
+from .graph import Graph, Node, StageRef
 from .interrupt import stop_stages
 from .lifecycle import Heartbeat, cancel_on_signals
+from .mapping import MapError, expand
 from .outputs import output_exists, output_uri
 from .result import RunResult
 from .reuse import still_reusable
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from distributed import Client, Future
 
     from ..store import Store
+    from .stage import Stage
 
 __all__ = ["execute"]
 
@@ -72,6 +74,7 @@ class _Plan:
     cache_key: str
     output_uri: str
     reuse: StageRecord | None  # the earlier stage run whose output is reused
+    renewed: bool = False  # runs although an earlier output may exist: what reads it runs again too
 
 
 def _utc(ts: float) -> datetime:
@@ -105,29 +108,55 @@ def _register_by_value(graph: Graph) -> None:
         cloudpickle.register_pickle_by_value(module)
 
 
-def _plan(graph: Graph, order: list[str], *, run_id: int, store: Store, storage: str,
-          use_cache: bool, resume_from: int | None) -> dict[str, _Plan]:
-    keys = cache_keys(graph, order)
-    plans: dict[str, _Plan] = {}
-    renewed: set[str] = set()  # found an earlier output but runs again: what reads it runs again too
-    for name in order:
-        stage = graph.nodes[name].stage
+@dataclass(frozen=True)
+class _Planner:
+    """Decides for each stage run whether an earlier output is reused, and where its output goes."""
+
+    store: Store
+    storage: str
+    run_id: int
+    use_cache: bool
+    resume_from: int | None
+
+    def plan(self, name: str, stage: Stage, key: str, *, renewed: bool) -> _Plan:
+        """``renewed``: it must run (what it reads runs again, or a trigger rule is about this run)."""
         reuse = None
-        if stage.options.trigger != "all_success" or any(up in renewed for up in graph.nodes[name].upstream):
-            renewed.add(name)  # a trigger rule is about how this run's stages ended: never a reused output
-        else:
-            if resume_from is not None:
-                reuse = store.find_output(keys[name], run_id=resume_from)
-            if reuse is None and use_cache and stage.options.cache:
-                reuse = store.find_output(keys[name])
+        if not renewed:
+            if self.resume_from is not None:
+                reuse = self.store.find_output(key, run_id=self.resume_from)
+            if reuse is None and self.use_cache and stage.options.cache:
+                reuse = self.store.find_output(key)
             if reuse is not None and still_reusable(stage, reuse) is None:
-                reuse = None
-                renewed.add(name)
+                reuse, renewed = None, True
         uri = reuse.output_uri if reuse is not None and reuse.output_uri else output_uri(
-            storage, stage=stage.name, cache_key=keys[name], run_id=run_id, node=name,
-            shared=stage.options.cache and use_cache and name not in renewed)  # renewed: not over the old file
-        plans[name] = _Plan(name, keys[name], uri, reuse)
-    return plans
+            self.storage, stage=stage.name, cache_key=key, run_id=self.run_id, node=name,
+            shared=stage.options.cache and self.use_cache and not renewed)  # renewed: not over the old file
+        return _Plan(name, key, uri, reuse, renewed)
+
+    def plan_graph(self, graph: Graph, order: list[str]) -> dict[str, _Plan]:
+        keys = cache_keys(graph, order)
+        plans: dict[str, _Plan] = {}
+        renewed: set[str] = set()  # found an earlier output but runs again: what reads it runs again too
+        for name in order:
+            node = graph.nodes[name]
+            # a trigger rule is about how this run's stages ended: never a reused output; a mapped stage's list
+            # may differ when the stage making it runs again (items are reused by value when it is the same)
+            must_run = (node.stage.options.trigger != "all_success" or any(up in renewed for up in node.upstream)
+                        or node.mapped and isinstance(node.over, StageRef) and plans[node.over.node].reuse is None)
+            plans[name] = self.plan(name, node.stage, keys[name], renewed=must_run)
+            if plans[name].renewed:
+                renewed.add(name)
+        return plans
+
+
+def _row(node: Node, plan: _Plan) -> dict[str, Any]:
+    """A stage run's row in the record, as planned."""
+    reuse = plan.reuse
+    return {"node": node.name, "stage": node.stage.name, "upstream": node.upstream, "cache_key": plan.cache_key,
+            "output_uri": reuse.output_uri if reuse else None,
+            "status": StageStatus.CACHED if reuse else StageStatus.PENDING,
+            "reused_from_run": (reuse.reused_from_run or reuse.run_id) if reuse else None,
+            "output_summary": reuse.output_summary if reuse else None}
 
 
 def execute(
@@ -148,17 +177,10 @@ def execute(
     lifecycle.enter_context(cancel_on_signals())
     lifecycle.enter_context(Heartbeat(store, run_id))
     try:
-        plans = _plan(graph, order, run_id=run_id, store=store, storage=storage,
-                      use_cache=use_cache, resume_from=resume_from)
-        store.add_stages(run_id, [
-            {"node": n, "stage": graph.nodes[n].stage.name, "upstream": graph.nodes[n].upstream,
-             "cache_key": p.cache_key, "output_uri": p.reuse.output_uri if p.reuse else None,
-             "status": StageStatus.CACHED if p.reuse else StageStatus.PENDING,
-             "reused_from_run": (p.reuse.reused_from_run or p.reuse.run_id) if p.reuse else None,
-             "output_summary": p.reuse.output_summary if p.reuse else None}
-            for n, p in plans.items()
-        ])
-        return _Watch(graph, order, plans, run_id, client, store, progress).run(raise_on_failure)
+        planner = _Planner(store, storage, run_id, use_cache, resume_from)
+        plans = planner.plan_graph(graph, order)
+        store.add_stages(run_id, [_row(graph.nodes[n], p) for n, p in plans.items()])
+        return _Watch(graph, order, plans, planner, client, progress).run(raise_on_failure)
     except BaseException as exc:
         raised = _settle(store, run_id, client, exc)
         if raised is exc:
@@ -168,13 +190,13 @@ def execute(
         lifecycle.close()
 
 
-def _deferred(graph: Graph) -> set[str]:
-    """Stages with a trigger rule other than all_success, and every stage downstream of one."""
+def _deferred(graph: Graph, order: list[str], plans: dict[str, _Plan]) -> list[str]:
+    """The stages to run with a trigger rule other than all_success or mapped, and every stage downstream of one."""
     found: set[str] = set()
     for name, node in graph.nodes.items():
-        if node.stage.options.trigger != "all_success":
+        if plans[name].reuse is None and (node.stage.options.trigger != "all_success" or node.mapped):
             found |= {name} | graph.downstream(name)
-    return found
+    return [name for name in order if name in found]
 
 
 def _cluster_gone(client: Client) -> bool:
@@ -209,10 +231,10 @@ def _unsettled(store: Store, run_id: int) -> list[str]:
 class _Watch:
     """Submits the lowered graph and turns what happens into the record."""
 
-    def __init__(self, graph: Graph, order: list[str], plans: dict[str, _Plan], run_id: int,
-                 client: Client, store: Store, progress: Callable[[str, str], None] | None = None) -> None:
-        self.graph, self.order, self.plans = graph, order, plans
-        self.run_id, self.client, self.store = run_id, client, store
+    def __init__(self, graph: Graph, order: list[str], plans: dict[str, _Plan], planner: _Planner,
+                 client: Client, progress: Callable[[str, str], None] | None = None) -> None:
+        self.graph, self.order, self.plans, self.planner = graph, order, plans, planner
+        self.run_id, self.client, self.store = planner.run_id, client, planner.store
         self.progress = progress or (lambda node, what: None)
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.outcomes: dict[str, Outcome] = {}
@@ -222,9 +244,11 @@ class _Watch:
         self.deadlines: dict[str, float] = {}  # hard deadlines of running attempts (driver clock)
         self.cancel_requested: str | None = None  # who asked to cancel the run from outside (control plane)
         self.written: set[str] = set()  # stages whose output was found written after the cluster went away
-        # stages with a trigger rule, and what reads them: submitted once their inputs' stages ended
-        self.deferred = [n for n in order if n in _deferred(graph)]
+        # stages with a trigger rule, mapped stages, and what reads them: submitted once their inputs' stages ended
+        self.deferred = _deferred(graph, order, plans)
         self.not_run: dict[str, str] = {}  # stages a trigger rule kept from running: why
+        self.items: dict[str, list[str]] = {}  # mapped stages, once expanded: their items' nodes
+        self.queued: dict[str, list[str]] = {}  # items of a mapped stage with a concurrency, not yet submitted
 
     def _needed(self) -> set[str]:
         """Nodes to submit: those to run, and the reused ones a node to run reads."""
@@ -259,6 +283,59 @@ class _Watch:
             run_stage, call, *deps, key=key, pure=False, resources=node.stage.options.resources or None)
         self.store.update_stage(self.run_id, name, task_key=key)
 
+    def _expand(self, name: str) -> set[str]:
+        """Make mapped stage ``name``'s items (recorded, planned, submitted) now that its list is known."""
+        node = self.graph.nodes[name]
+        over = self.outcomes[node.over.node].value if isinstance(node.over, StageRef) else node.over
+        try:
+            items, gather = expand(node, over, self.graph.id)
+        except MapError as exc:
+            self.deferred.remove(name)
+            self.errors[name] = StageFailedError(name, str(exc))
+            return set()
+        keys = {n: p.cache_key for n, p in self.plans.items()}
+        at = self.order.index(name)
+        for item in items:
+            self.graph.nodes[item.name] = item
+            self.plans[item.name] = self.planner.plan(
+                item.name, item.stage, element_key(item.stage.code_hash, (item.args, item.kwargs), keys), renewed=False)
+        self.order[at:at] = [item.name for item in items]
+        self.graph.nodes[name] = gather
+        self.items[name] = [item.name for item in items]
+        self.store.add_stages(self.run_id, [_row(item, self.plans[item.name]) for item in items])
+        self.store.update_stage(self.run_id, name, upstream=gather.upstream)
+        to_run = [item.name for item in items if self.plans[item.name].reuse is None]
+        self.progress(name, f"mapped over {len(items)} items ({len(items) - len(to_run)} reused)")
+        for item in items:
+            if self.plans[item.name].reuse is not None:
+                self._submit_one(item.name, missing=())  # read back, to be gathered
+        self.queued[name] = to_run
+        return {item.name for item in items if item.name in self.futures} | self._top_up()
+
+    def _map_summary(self, name: str) -> str:
+        """How the items of mapped stage ``name`` went: ``40 items: 38 succeeded, 2 reused (3 retried)``."""
+        items = self.items[name]
+        counts = {"succeeded": 0, "reused": 0, "skipped": 0}
+        for item in items:
+            how = "reused" if self.plans[item].reuse is not None else self._ended(item)
+            counts[how or "succeeded"] = counts.get(how or "succeeded", 0) + 1
+        retried = sum(1 for item in items if self.starts.get(item, 0) > 1)
+        said = ", ".join(f"{n} {how}" for how, n in counts.items() if n or how == "succeeded")
+        return f"{len(items)} items: {said}" + (f" ({retried} retried)" if retried else "")
+
+    def _top_up(self) -> set[str]:
+        """Submit queued items of mapped stages, as many as each one's concurrency allows."""
+        submitted: set[str] = set()
+        for name, queued in self.queued.items():
+            limit = self.graph.nodes[queued[0]].stage.options.concurrency if queued else None
+            running = sum(1 for item in self.items[name] if item in self.futures and not self.futures[item].done())
+            while queued and (limit is None or running < limit):
+                item = queued.pop(0)
+                self._submit_one(item, missing=())
+                submitted.add(item)
+                running += 1
+        return submitted
+
     def _ended(self, name: str) -> str | None:
         """How stage ``name`` ended: succeeded, failed or skipped; None while it has not."""
         if name in self.outcomes or (self.plans[name].reuse is not None and name not in self.futures):
@@ -276,27 +353,47 @@ class _Watch:
 
     def _release(self) -> set[str]:
         """Submit the deferred stages whose inputs' stages all ended, or keep them from running; what was submitted."""
-        submitted: set[str] = set()
-        for name in list(self.deferred):
-            upstream = self.graph.nodes[name].upstream
-            ended = {up: self._ended(up) for up in upstream}
-            if any(how is None for how in ended.values()):
-                continue
-            self.deferred.remove(name)
-            trigger = self.graph.nodes[name].stage.options.trigger
-            failed = [up for up, how in ended.items() if how == "failed"]
-            not_ok = tuple(up for up, how in ended.items() if how != "succeeded")
-            if trigger == "all_success" and not_ok:
-                self.not_run[name] = (f"skipped: upstream stage {not_ok[0]!r} "
-                                      f"{'failed' if not_ok[0] in failed else 'was skipped'}")
-            elif trigger == "one_failed" and not failed:
-                self.not_run[name] = "skipped: no upstream stage failed (trigger one_failed)"
-            else:
-                self._submit_one(name, missing=not_ok)
-                submitted.add(name)
-                continue
-            self.progress(name, self.not_run[name])
+        submitted = self._top_up()
+        moved = True
+        while moved:  # a stage kept from running, or a mapped stage over no items, may release the next at once
+            moved = False
+            for name in list(self.deferred):
+                released = self._release_one(name)
+                if released is not None:
+                    submitted |= released
+                    moved = True
         return submitted
+
+    def _release_one(self, name: str) -> set[str] | None:
+        """What deferred stage ``name`` submitted now that its inputs' stages ended; None while they have not."""
+        upstream = self.graph.nodes[name].upstream
+        ended = {up: self._ended(up) for up in upstream}
+        if any(how is None for how in ended.values()):
+            return None
+        failed = [up for up, how in ended.items() if how == "failed"]
+        not_ok = tuple(up for up, how in ended.items() if how != "succeeded")
+        if name in self.items:  # every item ended: gather their outputs, or fail for those that failed
+            self.deferred.remove(name)
+            if failed:
+                self.errors[name] = StageFailedError(name, f"{len(failed)} of {len(upstream)} items failed "
+                                                           f"(first: {failed[0]})")
+                return set()
+            self._submit_one(name, missing=not_ok)  # items that skipped themselves are None
+            return {name}
+        if self.graph.nodes[name].mapped and not not_ok:
+            return self._expand(name)  # stays deferred until its items ended
+        self.deferred.remove(name)
+        trigger = self.graph.nodes[name].stage.options.trigger
+        if trigger == "all_success" and not_ok:
+            self.not_run[name] = (f"skipped: upstream stage {not_ok[0]!r} "
+                                  f"{'failed' if not_ok[0] in failed else 'was skipped'}")
+        elif trigger == "one_failed" and not failed:
+            self.not_run[name] = "skipped: no upstream stage failed (trigger one_failed)"
+        else:
+            self._submit_one(name, missing=not_ok)
+            return {name}
+        self.progress(name, self.not_run[name])
+        return set()
 
     def run(self, raise_on_failure: bool) -> RunResult:
         from distributed import wait
@@ -458,6 +555,8 @@ class _Watch:
                 worker=outcome.worker, finished_at=_utc(outcome.finished),
                 duration_s=outcome.finished - outcome.started, output_uri=outcome.output_uri,
                 output_summary=outcome.summary, error=None)
+            if name in self.items:
+                self.store.update_stage(self.run_id, name, output_summary=self._map_summary(name))
             self.progress(name, f"succeeded in {outcome.finished - outcome.started:.2f}s")
         else:
             try:

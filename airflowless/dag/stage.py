@@ -48,6 +48,8 @@ class StageOptions:
     ``"one_failed"`` (at least one failed: an alert). A stage that runs although an
     input did not succeed gets ``None`` for that input; one whose rule is not met is
     skipped. Such a stage is never reused from the cache: it is about this run.
+    ``max_width``: the most items ``stage.map(...)`` may get (an error beyond);
+    ``concurrency``: the most of its items' runs at once (None: as the cluster allows).
     """
 
     retries: int = 0
@@ -60,8 +62,14 @@ class StageOptions:
     cache_valid: Callable[[Any], bool] | None = None
     version: str = ""
     trigger: str = "all_success"
+    max_width: int = 10_000
+    concurrency: int | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.max_width, int) or self.max_width < 0:
+            raise ConfigError(f"max_width must be an integer >= 0 (the most items a .map may get), got {self.max_width!r}")
+        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
+            raise ConfigError(f"concurrency must be an integer >= 1 or None, got {self.concurrency!r}")
         if self.trigger not in TRIGGERS:
             raise ConfigError(f"trigger must be one of {', '.join(TRIGGERS)}, got {self.trigger!r}")
         if not isinstance(self.retries, int) or self.retries < 0:
@@ -124,6 +132,27 @@ class Stage:
         if trace is None:
             return self.fn(*args, **kwargs)
         return trace.add(self, args, kwargs)
+
+    def map(self, over: Any, *args: Any, **kwargs: Any) -> Any:
+        """``self(item, *args, **kwargs)`` for each item of ``over``: their outputs, as a list.
+
+        In a pipeline, ``over`` may be the output of a stage (known when the run
+        gets there) or a list; each item is one run of the stage in the record
+        (``score[3]``), cached, retried and resumed on its own. Outside a
+        pipeline it is a plain loop.
+
+        >>> @stage
+        ... def square(x: int, plus: int = 0) -> int:
+        ...     return x * x + plus
+        >>> square.map([1, 2, 3], plus=1)
+        [2, 5, 10]
+        """
+        from .trace import current_trace
+
+        trace = current_trace()
+        if trace is None:
+            return [self.fn(item, *args, **kwargs) for item in over]
+        return trace.add_mapped(self, over, args, kwargs)
 
     def options_with(self, **changes: Any) -> Stage:
         """A copy of this stage with some options changed."""

@@ -35,6 +35,25 @@ class Trace:
         name = self.graph.unique_name(stage.name)
         return self.graph.add(Node(name, stage, tuple(args), dict(kwargs)))
 
+    def add_mapped(self, stage: Stage, over: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StageRef:
+        """A node standing for ``stage(item, *args, **kwargs)`` for each item of ``over``."""
+        if not isinstance(over, StageRef | list | tuple):
+            raise PipelineDefinitionError(
+                f"{stage.name}.map(...) maps over a list, or the output of a stage that returns one; "
+                f"got {type(over).__name__} {over!r:.80}")
+        if isinstance(over, list | tuple) and len(over) > stage.options.max_width:
+            raise PipelineDefinitionError(
+                f"{stage.name}.map(...) got {len(over)} items, more than its max_width of "
+                f"{stage.options.max_width}; raise @stage(max_width=...) or map over fewer")
+        try:
+            stage.signature.bind(None, *args, **kwargs)  # the item goes first
+        except TypeError as exc:
+            raise PipelineDefinitionError(
+                f"{stage.name}.map(...) calls {stage.name}{stage.signature} with each item first, then the "
+                f"other arguments given; they do not fit: {exc}") from None
+        name = self.graph.unique_name(stage.name)
+        return self.graph.add(Node(name, stage, tuple(args), dict(kwargs), over=over))
+
 
 def current_trace() -> Trace | None:
     return _current.get()
