@@ -22,6 +22,7 @@ While it runs, the driver keeps a heartbeat (:mod:`.lifecycle`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import queue
 import signal
@@ -29,7 +30,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,9 @@ __all__ = ["execute"]
 log = logging.getLogger(__name__)
 
 _GRACE_S = 5.0  # how long past its timeout the driver waits for a blocked stage
+# The driver's rounds are at least this far apart. Stages finishing one by one would otherwise each cost a
+# round (a gather, a record transaction, a look at every deferred stage): 2,000 mapped items took 15 s, not 3.
+_TICK_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -117,15 +121,27 @@ class _Planner:
     run_id: int
     use_cache: bool
     resume_from: int | None
+    in_resumed: dict[str, StageRecord] = field(default_factory=dict)  # key -> its output in the resumed run
+    in_cache: dict[str, StageRecord] = field(default_factory=dict)  # key -> the latest output with it
+
+    def lookup(self, keys: list[str]) -> None:
+        """Find the earlier outputs of ``keys`` at once, for :meth:`plan` (a query per stage cost ~1 ms each)."""
+        if self.resume_from is not None:
+            self.in_resumed.update(self.store.find_outputs(keys, run_id=self.resume_from))
+        if self.use_cache:
+            self.in_cache.update(self.store.find_outputs(keys))
 
     def plan(self, name: str, stage: Stage, key: str, *, renewed: bool) -> _Plan:
-        """``renewed``: it must run (what it reads runs again, or a trigger rule is about this run)."""
+        """``renewed``: it must run (what it reads runs again, or a trigger rule is about this run).
+
+        The earlier outputs of ``key`` must have been looked up (:meth:`lookup`).
+        """
         reuse = None
         if not renewed:
             if self.resume_from is not None:
-                reuse = self.store.find_output(key, run_id=self.resume_from)
+                reuse = self.in_resumed.get(key)
             if reuse is None and self.use_cache and stage.options.cache:
-                reuse = self.store.find_output(key)
+                reuse = self.in_cache.get(key)
             if reuse is not None and still_reusable(stage, reuse) is None:
                 reuse, renewed = None, True
         uri = reuse.output_uri if reuse is not None and reuse.output_uri else output_uri(
@@ -135,6 +151,7 @@ class _Planner:
 
     def plan_graph(self, graph: Graph, order: list[str]) -> dict[str, _Plan]:
         keys = cache_keys(graph, order)
+        self.lookup(list(keys.values()))
         plans: dict[str, _Plan] = {}
         renewed: set[str] = set()  # found an earlier output but runs again: what reads it runs again too
         for name in order:
@@ -248,6 +265,9 @@ class _Watch:
         self.deferred = _deferred(graph, order, plans)
         self.not_run: dict[str, str] = {}  # stages a trigger rule kept from running: why
         self.items: dict[str, list[str]] = {}  # mapped stages, once expanded: their items' nodes
+        self.unwritten: dict[str, dict[str, Any]] = {}  # changes to stage rows not yet written (_flush)
+        self._key_of: dict[str, str] = {}  # node -> its task's key
+        self.results: dict[str, Outcome] = {}  # fetched results not yet taken by _finished
         self.queued: dict[str, list[str]] = {}  # items of a mapped stage with a concurrency, not yet submitted
 
     def _needed(self) -> set[str]:
@@ -263,25 +283,62 @@ class _Watch:
         # Run ids repeat across stores (each test, each home), clusters outlive runs: a nonce keeps
         # this run's keys its own, never the still-remembered result of another store's run 1.
         self.nonce = uuid.uuid4().hex
-        for name in self.order:
-            if name in needed and name not in self.deferred:
-                self._submit_one(name, missing=())
+        self._submit_many([(n, ()) for n in self.order if n in needed and n not in self.deferred])
 
     def _submit_one(self, name: str, missing: tuple[str, ...]) -> None:
         """Submit ``name``'s task, depending on the tasks of its inputs but ``missing`` (which read as None)."""
-        from dask.base import tokenize
+        self._submit_many([(name, missing)])
 
-        node, plan = self.graph.nodes[name], self.plans[name]
-        key = f"{node.stage.name}-{tokenize(self.run_id, name, plan.cache_key, self.nonce)}"
-        if plan.reuse is not None:
-            self.futures[name] = self.client.submit(load_stage_output, name, plan.output_uri, key=key, pure=False)
-            return
-        call = StageCall(self.run_id, name, node.stage, node.args, node.kwargs,
-                         tuple(node.upstream), plan.output_uri, missing)
-        deps = [self.futures[up] for up in node.upstream if up not in missing]
-        self.futures[name] = self.client.submit(
-            run_stage, call, *deps, key=key, pure=False, resources=node.stage.options.resources or None)
-        self.store.update_stage(self.run_id, name, task_key=key)
+    def _submit_many(self, batch: list[tuple[str, tuple[str, ...]]]) -> None:
+        """Submit the tasks of ``batch`` (node, missing inputs; inputs first) in as few calls as their resources allow.
+
+        One ``Client.get`` per run of nodes asking for the same resources: the
+        scheduler gets them in one message, and the pickle of the graph holds
+        each stage's code once (a call per task pickled it again each time).
+        """
+        graph: dict[str, Any] = {}
+        names: dict[str, str] = {}  # key -> node
+        resources: dict[str, float] | None = None
+
+        def flush() -> None:
+            if graph:
+                futures = self.client.get(dict(graph), list(graph), sync=False, resources=resources)
+                for key, future in zip(graph, futures, strict=True):
+                    self.futures[names[key]] = future
+                graph.clear()
+                names.clear()
+
+        for name, missing in batch:
+            node, plan = self.graph.nodes[name], self.plans[name]
+            token = hashlib.sha1(f"{self.run_id}\0{name}\0{plan.cache_key}\0{self.nonce}".encode()).hexdigest()
+            key = f"{node.stage.name}-{token}"
+            wanted = None if plan.reuse is not None else node.stage.options.resources or None
+            if wanted != resources:
+                flush()
+                resources = wanted
+            names[key] = name
+            self._key_of[name] = key
+            if plan.reuse is not None:
+                graph[key] = (load_stage_output, name, plan.output_uri)
+                continue
+            call = StageCall(self.run_id, name, node.stage, node.args, node.kwargs,
+                             tuple(node.upstream), plan.output_uri, missing)
+            # an input submitted in this batch is named by its key, an earlier one by its future
+            inputs = [self._key_of.get(up) if self._key_of.get(up) in graph else self.futures[up]
+                      for up in node.upstream if up not in missing]
+            graph[key] = (run_stage, call, *inputs)
+            self._record(name, task_key=key)
+        flush()
+
+    def _record(self, name: str, **fields: Any) -> None:
+        """Change stage ``name``'s row: kept until :meth:`_flush` writes every change at once."""
+        self.unwritten.setdefault(name, {}).update(fields)
+
+    def _flush(self) -> None:
+        """Write the changes to stage rows made since the last flush, in one transaction."""
+        if self.unwritten:
+            updates, self.unwritten = self.unwritten, {}
+            self.store.update_stages(self.run_id, updates)
 
     def _expand(self, name: str) -> set[str]:
         """Make mapped stage ``name``'s items (recorded, planned, submitted) now that its list is known."""
@@ -295,20 +352,19 @@ class _Watch:
             return set()
         keys = {n: p.cache_key for n, p in self.plans.items()}
         at = self.order.index(name)
+        item_keys = {item.name: element_key(item.stage.code_hash, (item.args, item.kwargs), keys) for item in items}
+        self.planner.lookup(list(item_keys.values()))
         for item in items:
             self.graph.nodes[item.name] = item
-            self.plans[item.name] = self.planner.plan(
-                item.name, item.stage, element_key(item.stage.code_hash, (item.args, item.kwargs), keys), renewed=False)
+            self.plans[item.name] = self.planner.plan(item.name, item.stage, item_keys[item.name], renewed=False)
         self.order[at:at] = [item.name for item in items]
         self.graph.nodes[name] = gather
         self.items[name] = [item.name for item in items]
         self.store.add_stages(self.run_id, [_row(item, self.plans[item.name]) for item in items])
-        self.store.update_stage(self.run_id, name, upstream=gather.upstream)
+        self._record(name, upstream=gather.upstream)
         to_run = [item.name for item in items if self.plans[item.name].reuse is None]
         self.progress(name, f"mapped over {len(items)} items ({len(items) - len(to_run)} reused)")
-        for item in items:
-            if self.plans[item.name].reuse is not None:
-                self._submit_one(item.name, missing=())  # read back, to be gathered
+        self._submit_many([(item.name, ()) for item in items if self.plans[item.name].reuse is not None])  # read back
         self.queued[name] = to_run
         return {item.name for item in items if item.name in self.futures} | self._top_up()
 
@@ -329,11 +385,10 @@ class _Watch:
         for name, queued in self.queued.items():
             limit = self.graph.nodes[queued[0]].stage.options.concurrency if queued else None
             running = sum(1 for item in self.items[name] if item in self.futures and not self.futures[item].done())
-            while queued and (limit is None or running < limit):
-                item = queued.pop(0)
-                self._submit_one(item, missing=())
-                submitted.add(item)
-                running += 1
+            take = len(queued) if limit is None else max(0, min(len(queued), limit - running))
+            batch, queued[:take] = queued[:take], []
+            self._submit_many([(item, ()) for item in batch])
+            submitted.update(batch)
         return submitted
 
     def _ended(self, name: str) -> str | None:
@@ -410,21 +465,28 @@ class _Watch:
             while pending:
                 with contextlib.suppress(TimeoutError), self.client.as_current():  # wait() asks for the current client
                     wait([self.futures[n] for n in pending], timeout=0.25, return_when="FIRST_COMPLETED")
+                time.sleep(_TICK_S)  # let more finish: a round's work (a record write, a gather) serves them all
                 self._drain_events()
                 if self.cancel_requested is not None:  # as on SIGINT: futures cancelled below, run settled
                     raise RunCancelled(int(signal.SIGTERM), self.run_id, reason=self.cancel_requested)
                 if _cluster_gone(self.client):  # Dask cancels every future when the scheduler is lost
                     raise self._lost()
-                for name in [n for n in pending if self.futures[n].done()]:
+                done = [n for n in pending if self.futures[n].done()]
+                self._take_results(done)
+                for name in done:
                     self._finished(name)  # then discarded: a signal meanwhile leaves it to _record_finished
                     pending.discard(name)
                 pending -= self._enforce_deadlines(pending)
                 pending |= self._release()
+                self._flush()
             self._drain_events()
+            self._flush()
         except BaseException as exc:
             self._record_finished(pending)
             if _cluster_gone(self.client):
                 self._record_written(pending)
+            with contextlib.suppress(Exception):  # the store may be what failed
+                self._flush()
             if not _cluster_gone(self.client):
                 with contextlib.suppress(Exception):
                     self.client.cancel(list(self.futures.values()))
@@ -449,9 +511,11 @@ class _Watch:
             return
         for node, what in stopped.items():
             with contextlib.suppress(Exception):
-                self.store.update_stage(self.run_id, node, status=StageStatus.CANCELLED,
+                self._record(node, status=StageStatus.CANCELLED,
                                         finished_at=datetime.now(timezone.utc), error=f"cancelled; its code was {what}")
             self.progress(node, f"cancelled; its code was {what}")
+        with contextlib.suppress(Exception):
+            self._flush()
 
     def _record_finished(self, pending: set[str]) -> None:
         """Record the stages that finished before the run was interrupted, not yet seen by the loop."""
@@ -472,8 +536,8 @@ class _Watch:
             uri = self.plans[name].output_uri
             with contextlib.suppress(Exception):
                 if self.plans[name].reuse is None and output_exists(uri):
-                    self.store.update_stage(
-                        self.run_id, name, status=StageStatus.SUCCEEDED, attempts=self.starts[name],
+                    self._record(
+                        name, status=StageStatus.SUCCEEDED, attempts=self.starts[name],
                         finished_at=datetime.now(timezone.utc), output_uri=uri,
                         output_summary="(written before the cluster went away)", error=None)
                     self.written.add(name)
@@ -511,11 +575,11 @@ class _Watch:
                 timeout = self.graph.nodes[name].stage.options.timeout
                 if timeout is not None:
                     self.deadlines[name] = time.monotonic() + timeout + max(_GRACE_S, 0.1 * timeout)
-                self.store.update_stage(self.run_id, name, **fields)
+                self._record(name, **fields)
                 self.progress(name, f"started (attempt {self.starts[name]}) on {msg['worker']}")
             elif msg["event"] == "retrying":
                 self.deadlines.pop(name, None)  # waiting to retry is not running past the timeout
-                self.store.update_stage(self.run_id, name, error=msg["error"])
+                self._record(name, error=msg["error"])
                 self.progress(name, f"failed ({msg['error']}); retrying in {msg.get('delay', 0):.3g} s")
 
     def _enforce_deadlines(self, pending: set[str]) -> set[str]:
@@ -541,22 +605,30 @@ class _Watch:
                     self.errors.setdefault(other, RuntimeError("cancelled: an upstream stage timed out"))
         return dropped
 
+    def _take_results(self, names: list[str]) -> None:
+        """Fetch the results of the finished tasks of ``names`` in one round trip (kept for :meth:`_finished`)."""
+        finished = [n for n in names if self.futures[n].status == "finished" and n not in self.results]
+        if finished:
+            with contextlib.suppress(Exception):  # one lost meanwhile: _finished asks for it alone
+                self.results.update(zip(finished, self.client.gather([self.futures[n] for n in finished]),
+                                        strict=True))
+
     def _finished(self, name: str) -> None:
         future = self.futures[name]
         if future.status == "finished":
-            outcome: Outcome = future.result()
+            outcome: Outcome = self.results.pop(name) if name in self.results else future.result()
             self.outcomes[name] = outcome
             if self.plans[name].reuse is not None:
                 self.progress(name, "reused an earlier output")
                 return  # recorded as cached when planned
-            self.store.update_stage(
-                self.run_id, name, status=StageStatus.SUCCEEDED,
+            self._record(
+                name, status=StageStatus.SUCCEEDED,
                 attempts=max(outcome.attempts, self.starts.get(name, 0), 1),
                 worker=outcome.worker, finished_at=_utc(outcome.finished),
                 duration_s=outcome.finished - outcome.started, output_uri=outcome.output_uri,
                 output_summary=outcome.summary, error=None)
             if name in self.items:
-                self.store.update_stage(self.run_id, name, output_summary=self._map_summary(name))
+                self._record(name, output_summary=self._map_summary(name))
             self.progress(name, f"succeeded in {outcome.finished - outcome.started:.2f}s")
         else:
             try:
@@ -569,7 +641,7 @@ class _Watch:
         failed_or_skipped: set[str] = set()
         for name in self.order:
             if name in self.not_run:
-                self.store.update_stage(self.run_id, name, status=StageStatus.SKIPPED, error=self.not_run[name])
+                self._record(name, status=StageStatus.SKIPPED, error=self.not_run[name])
                 continue
             if name not in self.errors:
                 continue
@@ -579,23 +651,24 @@ class _Watch:
             failed_or_skipped.add(name)
             if isinstance(error, StageSkipped) and own:
                 why = f"skipped: {error.reason}" if error.reason else "skipped by the stage (airflowless.Skip)"
-                self.store.update_stage(self.run_id, name, status=StageStatus.SKIPPED,
+                self._record(name, status=StageStatus.SKIPPED,
                                         finished_at=datetime.now(timezone.utc), error=why)
                 self.progress(name, why)
                 continue
             if upstream_bad and not own:
                 why = ("skipped: an upstream stage skipped itself" if isinstance(error, StageSkipped)
                        else "skipped: an upstream stage failed")
-                self.store.update_stage(self.run_id, name, status=StageStatus.SKIPPED, error=why)
+                self._record(name, status=StageStatus.SKIPPED, error=why)
                 self.progress(name, why)
                 continue
             text = error.traceback if isinstance(error, StageFailedError) else f"{type(error).__name__}: {error}"
             message = error.message if isinstance(error, StageFailedError) else text
             failures[name] = text
-            self.store.update_stage(self.run_id, name, status=StageStatus.FAILED,
+            self._record(name, status=StageStatus.FAILED,
                                     finished_at=datetime.now(timezone.utc), error=message, traceback=text)
             self.progress(name, f"failed: {message}")
         status = RunStatus.FAILED if failures else RunStatus.SUCCEEDED
+        self._flush()
         self.store.finish_run(self.run_id, status, error="; ".join(sorted(failures)) or None)
         result = RunResult(self.store.get_run(self.run_id), {n: o.value for n, o in self.outcomes.items()},
                            self.graph.result)

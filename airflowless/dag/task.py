@@ -42,6 +42,10 @@ class StageCall:
     output_uri: str
     missing: tuple[str, ...] = ()  # upstream stages that did not succeed (a trigger rule ran it anyway): None
 
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        """Who it is, not its whole content: Dask tokenizes every graph it is given (one node of one run)."""
+        return ("airflowless-stage-call", self.run_id, self.node, self.output_uri, self.missing)
+
 
 @dataclass(frozen=True)
 class Outcome:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, desc, func, select
+from sqlalchemy import Connection, Engine, and_, bindparam, desc, func, select
 from sqlalchemy.engine import make_url
 
 from ..errors import ResumeError, StoreError
@@ -244,31 +244,50 @@ class Store(ExperimentRecords, DeploymentRecords):
                 conn.execute(schema.stage_runs.insert(), rows)
 
     def update_stage(self, run_id: int, node: str, **fields: Any) -> None:
-        unknown = set(fields) - _STAGE_FIELDS
-        if unknown:
-            raise TypeError(f"update_stage got unknown fields {sorted(unknown)}")
+        self.update_stages(run_id, {node: fields})
+
+    def update_stages(self, run_id: int, updates: dict[str, dict[str, Any]]) -> None:
+        """Change fields of several stage runs of ``run_id`` (node -> fields) in one transaction."""
+        for fields in updates.values():
+            unknown = set(fields) - _STAGE_FIELDS
+            if unknown:
+                raise TypeError(f"update_stage got unknown fields {sorted(unknown)}")
         table = schema.stage_runs
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}  # one statement per set of changed columns
+        for node, fields in updates.items():
+            if fields:
+                by_columns.setdefault(tuple(sorted(fields)), []).append(
+                    {**{f"new_{k}": v for k, v in _to_utc(fields).items()}, "the_run": run_id, "the_node": node})
         with self.engine.begin() as conn:
-            conn.execute(
-                table.update().where(and_(table.c.run_id == run_id, table.c.node == node)).values(**_to_utc(fields))
-            )
+            for columns, rows in by_columns.items():
+                statement = (table.update()
+                             .where(and_(table.c.run_id == bindparam("the_run"), table.c.node == bindparam("the_node")))
+                             .values({column: bindparam(f"new_{column}") for column in columns}))
+                conn.execute(statement, rows)
 
     def find_output(self, cache_key: str, *, run_id: int | None = None) -> StageRecord | None:
         """The latest finished stage run with this cache key (in ``run_id`` if given)."""
+        return self.find_outputs([cache_key], run_id=run_id).get(cache_key)
+
+    def find_outputs(self, cache_keys: list[str], *, run_id: int | None = None) -> dict[str, StageRecord]:
+        """:meth:`find_output` for many keys at once: key -> the latest finished stage run with it."""
         table = schema.stage_runs
-        query = (
-            select(table)
-            .where(table.c.cache_key == cache_key)
-            .where(table.c.status.in_(sorted(StageStatus.DONE)))
-            .where(table.c.output_uri.is_not(None))
-            .order_by(desc(table.c.id))
-            .limit(1)
-        )
-        if run_id is not None:
-            query = query.where(table.c.run_id == run_id)
+        found: dict[str, StageRecord] = {}
+        unique = sorted(set(cache_keys))
         with self.engine.begin() as conn:
-            row = conn.execute(query).mappings().first()
-        return None if row is None else self._stage(row)
+            for start in range(0, len(unique), 500):  # bounded IN lists
+                query = (
+                    select(table)
+                    .where(table.c.cache_key.in_(unique[start:start + 500]))
+                    .where(table.c.status.in_(sorted(StageStatus.DONE)))
+                    .where(table.c.output_uri.is_not(None))
+                    .order_by(table.c.id)
+                )
+                if run_id is not None:
+                    query = query.where(table.c.run_id == run_id)
+                for row in conn.execute(query).mappings():
+                    found[row["cache_key"]] = self._stage(row)  # ascending ids: the latest wins
+        return found
 
     # -- rows to records -----------------------------------------------------
     @staticmethod
