@@ -67,6 +67,62 @@ def show_run(run_id: int, db: str | None, as_json: bool) -> None:
             click.echo(f"\n--- stage {stage.node} ---\n{stage.traceback}")
 
 
+@runs.command("logs")
+@click.argument("run_id", type=int)
+@click.argument("stage", required=False)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing as the stage writes, until it ends.")
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> None:
+    """What the run's stages printed and logged, every attempt (one STAGE, e.g. 'score[3]', if given)."""
+    import time
+
+    from ..dag.logs import read_log
+    from ..store import StageStatus
+
+    store = _open(db)
+    try:
+        record = store.get_run(run_id)
+        chosen = [record.stage(stage)] if stage else record.stages
+    except KeyError as exc:
+        click.echo(f"error: {exc.args[0]}", err=True)
+        sys.exit(2)
+    if follow and not stage:
+        click.echo("error: --follow follows one stage; name it, e.g. `airflowless runs logs "
+                   f"{run_id} {record.stages[0].node if record.stages else 'STAGE'} --follow`", err=True)
+        sys.exit(2)
+    for one in chosen:
+        uris = _attempt_logs(one.log_uri, one.attempts)
+        if not uris and not follow:
+            click.echo(f"== {one.node}: no log ({one.status}) ==")
+            continue
+        for attempt, uri in uris[:-1] if follow else uris:
+            click.echo(f"== {one.node}, attempt {attempt} ==")
+            click.echo(read_log(uri).decode("utf-8", "replace"), nl=False)
+    if follow:  # the latest attempt, as it grows, until the stage has ended
+        one, offset, attempt = chosen[0], 0, 0
+        while True:
+            one = store.get_run(run_id).stage(one.node)
+            uris = _attempt_logs(one.log_uri, one.attempts)
+            if uris and uris[-1][0] != attempt:
+                attempt, offset = uris[-1][0], 0
+                click.echo(f"== {one.node}, attempt {attempt} ==")
+            if uris:
+                data = read_log(uris[-1][1], offset)
+                offset += len(data)
+                click.echo(data.decode("utf-8", "replace"), nl=False)
+            if one.status not in StageStatus.UNSETTLED or store.get_run(run_id).status != "running":
+                break
+            time.sleep(0.5)
+
+
+def _attempt_logs(latest: str | None, attempts: int) -> list[tuple[int, str]]:
+    """(attempt, log URI) of every attempt, from the latest attempt's log URI."""
+    if not latest:
+        return []
+    head, _, _ = latest.rpartition(".attempt-")
+    return [(n, f"{head}.attempt-{n}.log") for n in range(1, max(attempts, 1) + 1)]
+
+
 def _open(db: str | None) -> Store:
     """The store at ``db``; a bad URL is an error message and exit code 2, not a traceback."""
     from ..store import open_store

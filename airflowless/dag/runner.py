@@ -44,6 +44,7 @@ from ..errors import (
     StageTimeoutError,
 )
 from ..integrity import SigningKeyPlugin, current_key
+from ..names import join_under
 from ..store.records import RunStatus, StageRecord, StageStatus
 from .cache import cache_keys, element_key
 from .graph import Graph, Node, StageRef
@@ -123,6 +124,11 @@ class _Planner:
     resume_from: int | None
     in_resumed: dict[str, StageRecord] = field(default_factory=dict)  # key -> its output in the resumed run
     in_cache: dict[str, StageRecord] = field(default_factory=dict)  # key -> the latest output with it
+
+    @property
+    def logs(self) -> str:
+        """The folder of this run's stage logs."""
+        return join_under(self.storage, "runs", str(self.run_id), "logs")
 
     def lookup(self, keys: list[str]) -> None:
         """Find the earlier outputs of ``keys`` at once, for :meth:`plan` (a query per stage cost ~1 ms each)."""
@@ -322,7 +328,7 @@ class _Watch:
                 graph[key] = (load_stage_output, name, plan.output_uri)
                 continue
             call = StageCall(self.run_id, name, node.stage, node.args, node.kwargs,
-                             tuple(node.upstream), plan.output_uri, missing)
+                             tuple(node.upstream), plan.output_uri, missing, self.planner.logs)
             # an input submitted in this batch is named by its key, an earlier one by its future
             inputs = [self._key_of.get(up) if self._key_of.get(up) in graph else self.futures[up]
                       for up in node.upstream if up not in missing]
@@ -569,7 +575,7 @@ class _Watch:
                 # its worker died starts over at attempt 1 but is another attempt.
                 self.starts[name] = self.starts.get(name, 0) + 1
                 fields: dict[str, Any] = {"status": StageStatus.RUNNING, "attempts": self.starts[name],
-                                          "worker": msg["worker"]}
+                                          "worker": msg["worker"], "log_uri": msg.get("log")}
                 if self.starts[name] == 1:
                     fields["started_at"] = _utc(msg["time"])
                 timeout = self.graph.nodes[name].stage.options.timeout

@@ -20,6 +20,7 @@ from ..errors import Skip, StageFailedError, StageSkipped, StageTimeoutError
 from .deadline import DeadlineExceeded, deadline
 from .graph import StageRef, map_refs
 from .interrupt import stage_thread
+from .logs import capture, log_name
 from .outputs import output_exists, read_output, summarize, write_output
 from .persist import persist_datasets
 from .stage import Stage
@@ -41,6 +42,10 @@ class StageCall:
     upstream: tuple[str, ...]
     output_uri: str
     missing: tuple[str, ...] = ()  # upstream stages that did not succeed (a trigger rule ran it anyway): None
+    logs: str | None = None  # the folder of the run's stage logs (:mod:`.logs`); None: not kept
+
+    def log_uri(self, attempt: int) -> str | None:
+        return None if self.logs is None else f"{self.logs.rstrip('/')}/{log_name(self.node, attempt)}"
 
     def __dask_tokenize__(self) -> tuple[Any, ...]:
         """Who it is, not its whole content: Dask tokenizes every graph it is given (one node of one run)."""
@@ -94,10 +99,17 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
     attempt = 0
     while True:
         attempt += 1
-        _emit(call, "started", attempt=attempt)
+        log_uri = call.log_uri(attempt)
+        _emit(call, "started", attempt=attempt, log=log_uri)
         try:
-            with stage_thread(call.run_id, call.node), deadline(options.timeout):  # a cancel interrupts it
-                value = call.stage.fn(*args, **kwargs)
+            with capture(log_uri) as log:
+                try:
+                    with stage_thread(call.run_id, call.node), deadline(options.timeout):  # a cancel interrupts it
+                        value = call.stage.fn(*args, **kwargs)
+                except BaseException:
+                    if log is not None:  # the log says how the attempt ended, too
+                        log.write(traceback.format_exc())
+                    raise
             break
         except Skip as skip:  # not a failure: never retried
             _emit(call, "skipped", attempt=attempt, reason=skip.reason)

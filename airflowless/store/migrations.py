@@ -57,6 +57,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _add_columns("pipeline_runs", "driver_host", "driver_pid", "driver_started", "heartbeat_at",
                            "resumed_by")),
     Migration(5, "experiments' summary (the prepared-data cache's use)", _add_columns("experiments", "summary")),
+    Migration(6, "stage runs' logs", _add_columns("stage_runs", "log_uri")),
 )
 
 

@@ -78,6 +78,7 @@ class StageRecord:
     reused_from_run: int | None = None
     error: str | None = None
     traceback: str | None = None
+    log_uri: str | None = None  # the latest attempt's log; attempt n's is beside it (airflowless.dag.logs)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ stage_runs = Table(
     Column("reused_from_run", Integer),
     Column("error", Text),
     Column("traceback", Text),
+    Column("log_uri", Text),  # the latest attempt's log (airflowless.dag.logs)
     UniqueConstraint("run_id", "node", name="uq_stage_runs_run_node"),
 )
 

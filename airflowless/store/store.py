@@ -39,7 +39,7 @@ __all__ = ["Store", "open_store"]
 _RUN_FIELDS = {"status", "finished_at", "error", "address", "heartbeat_at"}
 _STAGE_FIELDS = {
     "status", "task_key", "attempts", "worker", "started_at", "finished_at", "duration_s",
-    "output_uri", "output_summary", "reused_from_run", "error", "traceback", "upstream",
+    "output_uri", "output_summary", "reused_from_run", "error", "traceback", "upstream", "log_uri",
 }
 
 

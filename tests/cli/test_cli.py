@@ -237,6 +237,13 @@ def test_failed_run_then_resume_after_fixing_the_stage(env: dict[str, str], demo
     assert "--- stage total ---\nTraceback (most recent call last):" in show_failed.stdout
     assert "RuntimeError: boom in total" in show_failed.stdout
 
+    logs = cli("runs", "logs", "1", "total", env=env)  # the failed attempt's log ends with its traceback
+    assert logs.returncode == 0, _show(logs)
+    assert logs.stdout.startswith("== total, attempt 1 ==\n") and "RuntimeError: boom in total" in logs.stdout
+    every = cli("runs", "logs", "1", env=env)
+    assert "== make, attempt 1 ==" in every.stdout and "== total, attempt 1 ==" in every.stdout, _show(every)
+    assert cli("runs", "logs", "1", "nope", env=env).returncode == 2
+
     store = open_store()  # AIRFLOWLESS_HOME is the test's home here too
     try:
         run = store.get_run(2)
