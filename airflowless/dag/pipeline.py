@@ -20,7 +20,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ParameterError, PipelineDefinitionError, ResumeError, Skip
+from ..errors import ConfigError, ParameterError, PipelineDefinitionError, ResumeError, Skip
 from ..jsonsafe import require_finite
 from .graph import Graph
 from .params import Param, bind_params, params_of
@@ -38,9 +38,12 @@ __all__ = ["Pipeline", "pipeline"]
 class Pipeline:
     """A traced, runnable pipeline. Build with :func:`pipeline`."""
 
-    def __init__(self, fn: Any, name: str | None = None) -> None:
+    def __init__(self, fn: Any, name: str | None = None, timeout: float | None = None) -> None:
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+            raise ConfigError(f"@pipeline(timeout=...) is a positive number of seconds or None, got {timeout!r}")
         self.fn = fn
         self.name = name or fn.__name__
+        self.timeout = timeout  # seconds a run may take; then it is stopped and recorded timed_out
         self.params: dict[str, Param] = params_of(fn)
         functools.update_wrapper(self, fn)
 
@@ -100,7 +103,7 @@ class Pipeline:
         return execute(
             graph, module=self.module, params=bound, client=client, store=db,
             storage=storage or get_settings().storage, use_cache=cache, resume_from=resume,
-            raise_on_failure=raise_on_failure, progress=progress,
+            raise_on_failure=raise_on_failure, progress=progress, timeout=self.timeout,
         )
 
     def resume_params(self, store: Store, run_id: int, given: dict[str, Any]) -> dict[str, Any]:
@@ -143,8 +146,13 @@ class Pipeline:
         return f"<pipeline {self.name}{inspect.signature(self.fn)}>"
 
 
-def pipeline(fn: Any = None, /, *, name: str | None = None) -> Any:
-    """Make a function a pipeline: ``@pipeline`` or ``@pipeline(name="taxi")``."""
+def pipeline(fn: Any = None, /, *, name: str | None = None, timeout: float | None = None) -> Any:
+    """Make a function a pipeline: ``@pipeline`` or ``@pipeline(name="taxi", timeout=3600)``.
+
+    ``timeout``: seconds a run may take. Past it the stages still running are
+    stopped (recorded ``cancelled``), what needs them is skipped, stages with
+    ``trigger="all_done"`` or ``"one_failed"`` still run, and the run ends ``timed_out``.
+    """
     if fn is not None:
-        return Pipeline(fn, name)
-    return lambda f: Pipeline(f, name)
+        return Pipeline(fn, name, timeout)
+    return lambda f: Pipeline(f, name, timeout)

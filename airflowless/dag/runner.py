@@ -186,6 +186,7 @@ def execute(
     graph: Graph, *, module: str, params: dict[str, Any], client: Client, store: Store,
     storage: str, use_cache: bool = True, resume_from: int | None = None,
     raise_on_failure: bool = True, progress: Callable[[str, str], None] | None = None,
+    timeout: float | None = None,
 ) -> RunResult:
     """Run ``graph`` on ``client``'s cluster, recording it in ``store``; ``progress(node, what)``
     hears each stage's start, retry, success and failure as the driver learns of it."""
@@ -203,7 +204,7 @@ def execute(
         planner = _Planner(store, storage, run_id, use_cache, resume_from)
         plans = planner.plan_graph(graph, order)
         store.add_stages(run_id, [_row(graph.nodes[n], p) for n, p in plans.items()])
-        return _Watch(graph, order, plans, planner, client, progress).run(raise_on_failure)
+        return _Watch(graph, order, plans, planner, client, progress, timeout).run(raise_on_failure)
     except BaseException as exc:
         raised = _settle(store, run_id, client, exc)
         if raised is exc:
@@ -255,8 +256,12 @@ class _Watch:
     """Submits the lowered graph and turns what happens into the record."""
 
     def __init__(self, graph: Graph, order: list[str], plans: dict[str, _Plan], planner: _Planner,
-                 client: Client, progress: Callable[[str, str], None] | None = None) -> None:
+                 client: Client, progress: Callable[[str, str], None] | None = None,
+                 timeout: float | None = None) -> None:
         self.graph, self.order, self.plans, self.planner = graph, order, plans, planner
+        self.timeout = timeout
+        self.run_deadline = None if timeout is None else time.monotonic() + timeout
+        self.timed_out: set[str] = set()  # stages stopped because the run ran past its timeout
         self.run_id, self.client, self.store = planner.run_id, client, planner.store
         self.progress = progress or (lambda node, what: None)
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -483,6 +488,8 @@ class _Watch:
                     self._finished(name)  # then discarded: a signal meanwhile leaves it to _record_finished
                     pending.discard(name)
                 pending -= self._enforce_deadlines(pending)
+                if self.run_deadline is not None and time.monotonic() > self.run_deadline:
+                    pending -= self._time_out(pending)
                 pending |= self._release()
                 self._flush()
             self._drain_events()
@@ -619,6 +626,27 @@ class _Watch:
                 self.results.update(zip(finished, self.client.gather([self.futures[n] for n in finished]),
                                         strict=True))
 
+    def _time_out(self, pending: set[str]) -> set[str]:
+        """Stop the run's stages (not its clean-up stages, which run next): it ran past its timeout."""
+        self.run_deadline = None
+        why = f"cancelled: the run timed out after {self.timeout:g} s (@pipeline(timeout=...))"
+        stopping = {n for n in pending if n not in self.deferred}
+        queued = [item for items in self.queued.values() for item in items]
+        for items in self.queued.values():
+            items.clear()
+        with contextlib.suppress(Exception):
+            self.client.cancel([self.futures[n] for n in stopping])
+        with contextlib.suppress(Exception):
+            stop_stages(self.client, self.run_id)
+        for name in [n for n in self.order if n in stopping or n in queued]:
+            if name not in self.starts and any(up in self.timed_out for up in self.graph.nodes[name].upstream):
+                self.errors[name] = RuntimeError("cancelled: an upstream stage timed out")  # recorded skipped
+                continue
+            self.timed_out.add(name)
+            self.errors[name] = StageFailedError(name, why)
+            self.progress(name, why)
+        return stopping
+
     def _finished(self, name: str) -> None:
         future = self.futures[name]
         if future.status == "finished":
@@ -646,6 +674,13 @@ class _Watch:
         failures: dict[str, str] = {}
         failed_or_skipped: set[str] = set()
         for name in self.order:
+            if name in self.timed_out:
+                error = self.errors[name]
+                failures[name] = str(error)
+                failed_or_skipped.add(name)
+                self._record(name, status=StageStatus.CANCELLED, finished_at=datetime.now(timezone.utc),
+                             error=getattr(error, "message", str(error)))
+                continue
             if name in self.not_run:
                 self._record(name, status=StageStatus.SKIPPED, error=self.not_run[name])
                 continue
@@ -674,8 +709,11 @@ class _Watch:
                                     finished_at=datetime.now(timezone.utc), error=message, traceback=text)
             self.progress(name, f"failed: {message}")
         status = RunStatus.FAILED if failures else RunStatus.SUCCEEDED
+        summary = "; ".join(sorted(failures)) or None
+        if self.timed_out:
+            status, summary = RunStatus.TIMED_OUT, f"the run timed out after {self.timeout:g} s; stopped: {summary}"
         self._flush()
-        self.store.finish_run(self.run_id, status, error="; ".join(sorted(failures)) or None)
+        self.store.finish_run(self.run_id, status, error=summary)
         result = RunResult(self.store.get_run(self.run_id), {n: o.value for n, o in self.outcomes.items()},
                            self.graph.result)
         if failures and raise_on_failure:

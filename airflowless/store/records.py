@@ -24,7 +24,8 @@ class RunStatus:
     FAILED = "failed"
     CANCELLED = "cancelled"
     ABANDONED = "abandoned"
-    TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED, ABANDONED})
+    TIMED_OUT = "timed_out"  # ran past its pipeline's timeout: stopped, its clean-up stages run
+    TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED, ABANDONED, TIMED_OUT})
     LEGACY = {"interrupted": CANCELLED}  # older words, read as today's
 
 

@@ -6,6 +6,7 @@ Real runs on the embedded cluster; what each stage body saw is written to files 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,37 @@ def test_bad_trigger_rules_and_skip_outside_a_stage_are_clear_errors_before_anyt
 
     with pytest.raises(PipelineDefinitionError, match="raise it inside a @stage function"):
         skips_while_defined.graph()
+
+
+@stage(cache=False)
+def slow(folder: str) -> int:
+    for _ in range(600):  # 60 s in small sleeps: Python code the run's stop interrupts
+        time.sleep(0.1)
+    return 1
+
+
+@stage(cache=False)
+def quick() -> int:
+    return 2
+
+
+@pipeline(timeout=2)
+def bounded(folder: str):
+    late = double(slow(folder))
+    return late, quick(), release(folder, late)
+
+
+def test_a_run_past_its_timeout_is_stopped_its_clean_up_runs_and_it_ends_timed_out(store, tmp_path: Path) -> None:  # noqa: ANN001
+    began = time.monotonic()
+    with pytest.raises(PipelineRunError, match="timed out after 2 s") as stopped:
+        bounded.run({"folder": str(tmp_path)}, store=store)
+    assert time.monotonic() - began < 20, "the run did not stop at its timeout"
+    record = store.get_run(stopped.value.run_id)
+    assert record.status == "timed_out" and "the run timed out after 2 s" in (record.error or "")
+    statuses = _statuses(store, record.id)
+    assert statuses["slow"] == ("cancelled", "cancelled: the run timed out after 2 s (@pipeline(timeout=...))")
+    assert statuses["quick"][0] == "succeeded" and statuses["double"][0] == "skipped"
+    assert statuses["release"][0] == "succeeded", "clean-up stages still run"
+    assert _noted(tmp_path) == {"release": None}
+    with pytest.raises(ConfigError, match="positive number of seconds"):
+        pipeline(timeout=0)(lambda: None)
