@@ -26,6 +26,7 @@ __all__ = [
     "RankFailedError",
     "TrainingFailedError",
     "TrainingDataError",
+    "TrialsErroredError",
     "SignatureError",
     "StageOutputError",
 ]
@@ -182,6 +183,14 @@ class TrainingFailedError(RankFailedError):
     def __init__(self, message: str, result: object = None) -> None:
         super().__init__(message)
         self.result = result  # pickled with the exception's state (the result refers back to it)
+
+
+class TrialsErroredError(AirflowlessError, RuntimeError):
+    """A Tuner's fit ended with more errored trials than it accepts; ``result_grid`` holds every trial's result."""
+
+    def __init__(self, message: str, result_grid: Any = None) -> None:
+        self.result_grid = result_grid
+        super().__init__(message)
 
 
 class TrainingDataError(AirflowlessError, ValueError):

@@ -25,7 +25,7 @@ from typing import Any
 
 from .deadline import set_async_exc
 
-__all__ = ["GRACE_S", "StageCancelled", "interrupt_run", "running_stages", "stage_thread", "stop_stages"]
+__all__ = ["GRACE_S", "StageCancelled", "in_stage", "interrupt_run", "running_stages", "stage_thread", "stop_stages"]
 
 GRACE_S = 3.0
 """How long interrupted stages get to stop before their workers are restarted."""
@@ -50,6 +50,13 @@ def stage_thread(run_id: int, node: str) -> Iterator[None]:
         with _lock:
             _running.pop(key, None)
             set_async_exc(threading.get_ident(), None)  # one raised too late to be delivered goes too
+
+
+def in_stage() -> bool:
+    """Whether this thread runs a pipeline stage's body now."""
+    ident = threading.get_ident()
+    with _lock:
+        return ident in _running.values()
 
 
 def running_stages(run_id: int) -> list[str]:

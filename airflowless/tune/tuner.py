@@ -29,7 +29,7 @@ import cloudpickle
 import fsspec
 
 from .._dask_internals import close_topic
-from ..errors import ClusterLostError, ConfigError
+from ..errors import ClusterLostError, ConfigError, TrialsErroredError
 from ..integrity import current_key, read_signed, write_signed
 from ..names import join_under
 from ..train.checkpoint import Checkpoint
@@ -165,7 +165,24 @@ class Tuner:
                     with contextlib.suppress(Exception):  # (the record of it, if the store takes it)
                         recorder.prepared_data(usage_since(used))
                     prepared_cache().release_scope(self.path.rstrip("/"), client)
-        return self._grid(controller)
+        return self._checked(self._grid(controller))
+
+    def _checked(self, grid: ResultGrid) -> ResultGrid:
+        """``grid``, unless more trials errored than ``TuneConfig.max_errored_trials`` accepts (see there)."""
+        from ..dag.interrupt import in_stage
+
+        accepted = self.tune_config.max_errored_trials
+        if accepted is None and not in_stage():
+            return grid
+        if grid.num_errors > (accepted or 0):
+            errored = [r for r in grid if r.error is not None]
+            first = str(errored[0].error).strip().splitlines()[-1] if str(errored[0].error).strip() else "errored"
+            raise TrialsErroredError(
+                f"{grid.num_errors} of {len(grid)} trials of {self.name!r} errored (first: "
+                f"{errored[0].path or '?'}: {first}); TuneConfig(max_errored_trials={accepted or 0}) accepts "
+                f"{accepted or 0}. Fix the trainable, or raise max_errored_trials to keep a partial search",
+                grid)
+        return grid
 
     def _grid(self, controller: TuneController) -> ResultGrid:
         results, path = [], self.path
