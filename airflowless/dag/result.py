@@ -18,10 +18,26 @@ def _duration(record: StageRecord) -> str:
     return "" if record.duration_s is None else f"{record.duration_s:.2f}s"
 
 
+def _in_order(stages: list[StageRecord]) -> list[StageRecord]:
+    """``stages`` as recorded, with a mapped stage's items (``score[0]``...) right after the stage."""
+    nodes = {s.node for s in stages}
+    items: dict[str, list[StageRecord]] = {}
+    for s in stages:
+        parent, bracket, index = s.node.rpartition("[")
+        if bracket and index.rstrip("]").isdigit() and parent in nodes:
+            items.setdefault(parent, []).append(s)
+    listed = {s.node for group in items.values() for s in group}
+    ordered: list[StageRecord] = []
+    for s in stages:
+        if s.node not in listed:
+            ordered += [s, *items.get(s.node, [])]
+    return ordered
+
+
 def stage_rows(run: RunRecord) -> list[tuple[str, ...]]:
-    """One row per stage: the columns of :data:`_COLUMNS`, as text."""
+    """One row per stage: the columns of :data:`_COLUMNS`, as text (a mapped stage's items after it)."""
     rows: list[tuple[str, ...]] = []
-    for s in run.stages:
+    for s in _in_order(run.stages):
         output = s.output_summary or ""
         if s.reused_from_run is not None:
             output = f"(from run {s.reused_from_run}) {output}"

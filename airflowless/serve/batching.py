@@ -57,11 +57,7 @@ class _Batcher:
                     await asyncio.sleep(0)
             taken, self.queue = self.queue[: self.max_size], self.queue[self.max_size:]
             try:
-                results = await self.fn(*owner, [item for item, _ in taken])
-                if not isinstance(results, list | tuple) or len(results) != len(taken):
-                    got = len(results) if isinstance(results, list | tuple) else type(results).__name__
-                    raise TypeError(f"a @serve.batch function must return a list with one result per input: "
-                                    f"{len(taken)} inputs, got {got}")
+                results = _one_per_input(await self.fn(*owner, [item for item, _ in taken]), len(taken))
                 for (_, future), result in zip(taken, results, strict=True):
                     if not future.done():
                         future.set_result(result)
@@ -69,6 +65,18 @@ class _Batcher:
                 for _, future in taken:
                     if not future.done():
                         future.set_exception(exc)
+
+
+def _one_per_input(results: Any, inputs: int) -> list[Any]:
+    """A batch's results as a list: a list, tuple, numpy array or pandas Series of the batch's length (as Ray)."""
+    if isinstance(results, str | bytes | dict) or not hasattr(results, "__len__") or not hasattr(results, "__iter__") \
+            or hasattr(results, "columns"):  # a DataFrame iterates over its column names
+        raise TypeError(f"a @serve.batch function must return a list (or array) with one result per input: "
+                        f"{inputs} inputs, got {type(results).__name__}")
+    if len(results) != inputs:
+        raise TypeError(f"a @serve.batch function must return one result per input: {inputs} inputs, "
+                        f"got {len(results)} results")
+    return list(results)
 
 
 def batch(_fn: Any = None, /, *, max_batch_size: int = 10, batch_wait_timeout_s: float = 0.01) -> Any:

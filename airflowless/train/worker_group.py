@@ -88,6 +88,8 @@ def load_code(spec: RankSpec) -> tuple[Callable[..., Any], dict[str, Any] | None
     return loop, config
 
 
+JOIN_WAIT_S = 15.0  # how long placement waits for a worker that declares no resources yet
+FAILED_GRACE_S = 10.0  # once a rank failed, how long the driver waits for the others to end before it goes on
 DECISION_TIMEOUT = 300.0  # seconds rank 0 waits for the driver's answer to a report before going on
 STOP_WAIT_S = 1.0  # a rank's stop watcher waits on the stop event this long at a time (it ends this soon after the rank)
 
@@ -292,7 +294,9 @@ class WorkerGroup:
                 check_capacity(totals, self.resources, self.num_workers, what=self.name)
             except CapacityError:
                 waiting.declare()
-                if time.monotonic() - waited > wait_for_capacity and not may_grow(self.client):
+                # a worker that has just joined declares its resources a moment later (the worker plugin)
+                joining = any(not total for total in totals.values()) and time.monotonic() - waited < JOIN_WAIT_S
+                if time.monotonic() - waited > wait_for_capacity and not may_grow(self.client) and not joining:
                     raise
                 time.sleep(0.5)
                 continue
@@ -360,10 +364,13 @@ class WorkerGroup:
         reports = ReportGatherer(on_report)
         finished: set[int] = set()
 
+        first_failure: list[str] = []
+
         def add(message: dict[str, Any]) -> None:
-            if message.get("event") == "failed" and "error" in message:
-                # the first rank to fail is the cause: the others may only have lost it as a peer
-                raise RankFailedError(message["error"])
+            if message.get("event") == "failed" and "error" in message and not first_failure:
+                # the first rank to fail is the cause: the others may only have lost it as a peer. They
+                # are waited for (a rank still running would hold its worker for the next attempt).
+                first_failure.append(message["error"])
             if message.get("event") == "finished":
                 finished.add(message["rank"])
                 if "seconds" in message:
@@ -375,6 +382,7 @@ class WorkerGroup:
         self._early = []
         results: dict[int, Any] = {}
         checked = time.monotonic()
+        given_up: float | None = None  # once a rank failed: when the driver stops waiting for the others
         while not all(f is None or f.done() for f in self.futures):
             with contextlib.suppress(queue.Empty):
                 add(self.events.get(timeout=0.25))
@@ -382,6 +390,11 @@ class WorkerGroup:
                 self._collect(results)
                 self._check_alive()
                 checked = time.monotonic()
+            if given_up is None and (first_failure or any(isinstance(r, RankFailure) for r in results.values())):
+                self.request_stop()  # the others stop at their next report, or fail in their next collective
+                given_up = time.monotonic() + FAILED_GRACE_S
+            if given_up is not None and time.monotonic() > given_up:
+                break  # still running: shutdown() cancels them
         self._collect(results)
         while not self.events.empty():
             add(self.events.get_nowait())
@@ -393,6 +406,9 @@ class WorkerGroup:
                 add(message)
             while not self.events.empty():
                 add(self.events.get_nowait())
+        failures = sorted((r for r in results.values() if isinstance(r, RankFailure)), key=lambda f: f.at)
+        if first_failure or failures:  # the first to fail is the cause
+            raise RankFailedError(first_failure[0] if first_failure else failures[0].error)
         for rank, future in enumerate(self.futures):
             if future is not None and future.status == "error":
                 raise RankFailedError(_rank_error(rank, future))
@@ -415,9 +431,6 @@ class WorkerGroup:
                 raise RankFailedError(f"rank {rank} finished, but its result was lost with its worker "
                                       f"{self.workers[rank]}") from exc
             self.futures[rank] = None
-        failures = [r for r in results.values() if isinstance(r, RankFailure)]
-        if failures:  # the first to fail is the cause
-            raise RankFailedError(min(failures, key=lambda f: f.at).error)
 
     def answer(self, stop: bool) -> None:
         """Answer rank 0's report (when its RankSpec has ``decisions``): go on, or stop there."""

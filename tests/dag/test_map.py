@@ -62,6 +62,10 @@ def test_a_stage_maps_over_a_list_made_at_run_time_each_item_a_recorded_stage_ru
     assert stages["score"].output_summary == "3 items: 3 succeeded"
     assert stages["score"].upstream == ["score[0]", "score[1]", "score[2]"]
     assert result.output("score") == [10, 20, 30]
+    from airflowless.dag.result import stage_rows
+
+    assert [row[0] for row in stage_rows(result.record)] == [  # as `runs show` lists them
+        "list_days", "score", "score[0]", "score[1]", "score[2]", "total"]
 
     _days(tmp_path, d4="dddd")  # a new day: the three it had are reused from the cache, one item runs
     again = nightly.run({"folder": str(tmp_path), "days": "d1,d2,d3,d4", "scale": 10}, store=store)
