@@ -77,7 +77,7 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
     import time
 
     from ..dag.logs import read_log
-    from ..store import StageStatus
+    from ..store import RunStatus, StageStatus
 
     store = _open(db)
     try:
@@ -91,7 +91,7 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
                    f"{run_id} {record.stages[0].node if record.stages else 'STAGE'} --follow`", err=True)
         sys.exit(2)
     for one in chosen:
-        uris = _attempt_logs(one.log_uri, one.attempts)
+        uris = _attempt_logs(one.node, one.log_uri, one.attempts)
         if not uris and not follow:
             click.echo(f"== {one.node}: no log ({one.status}) ==")
             continue
@@ -101,8 +101,9 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
     if follow:  # the latest attempt, as it grows, until the stage has ended
         one, offset, attempt = chosen[0], 0, 0
         while True:
-            one = store.get_run(run_id).stage(one.node)
-            uris = _attempt_logs(one.log_uri, one.attempts)
+            run = store.get_run(run_id)
+            one = run.stage(one.node)
+            uris = _attempt_logs(one.node, one.log_uri, one.attempts)
             if uris and uris[-1][0] != attempt:
                 attempt, offset = uris[-1][0], 0
                 click.echo(f"== {one.node}, attempt {attempt} ==")
@@ -110,17 +111,19 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
                 data = read_log(uris[-1][1], offset)
                 offset += len(data)
                 click.echo(data.decode("utf-8", "replace"), nl=False)
-            if one.status not in StageStatus.UNSETTLED or store.get_run(run_id).status != "running":
+            if one.status not in StageStatus.UNSETTLED or run.status != RunStatus.RUNNING:
                 break
             time.sleep(0.5)
 
 
-def _attempt_logs(latest: str | None, attempts: int) -> list[tuple[int, str]]:
-    """(attempt, log URI) of every attempt, from the latest attempt's log URI."""
+def _attempt_logs(node: str, latest: str | None, attempts: int) -> list[tuple[int, str]]:
+    """(attempt, log URI) of every attempt of ``node``, beside the latest attempt's log."""
+    from ..dag.logs import log_name
+
     if not latest:
         return []
-    head, _, _ = latest.rpartition(".attempt-")
-    return [(n, f"{head}.attempt-{n}.log") for n in range(1, max(attempts, 1) + 1)]
+    folder = latest.rpartition("/")[0]
+    return [(n, f"{folder}/{log_name(node, n)}") for n in range(1, max(attempts, 1) + 1)]
 
 
 def _open(db: str | None) -> Store:

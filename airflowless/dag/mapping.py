@@ -24,7 +24,7 @@ from typing import Any
 from .graph import Node, StageRef
 from .stage import Stage, StageOptions
 
-__all__ = ["MapError", "expand", "item_name"]
+__all__ = ["MapError", "check_width", "expand", "item_name"]
 
 
 class MapError(ValueError):
@@ -42,13 +42,18 @@ def expand(node: Node, over: Any, graph_id: int) -> tuple[list[Node], Node]:
         source = f"the output of stage {node.over.node!r}" if isinstance(node.over, StageRef) else "its argument"
         raise MapError(f"{stage.name}.map(...) maps over a list, but {source} is a {type(over).__name__} "
                        f"({over!r:.80}); return a list from it")
-    if len(over) > stage.options.max_width:
-        raise MapError(f"{stage.name}.map(...) got {len(over)} items, more than its max_width of "
-                       f"{stage.options.max_width}; raise @stage(max_width=...) or map over fewer")
+    check_width(stage, len(over))
     items = [Node(item_name(node.name, i), stage, (item, *node.args), dict(node.kwargs)) for i, item in enumerate(over)]
     gather = Node(node.name, Stage(_as_list, StageOptions(cache=stage.options.cache), stage.name),
                   ([StageRef(item.name, graph_id) for item in items],), {})
     return items, gather
+
+
+def check_width(stage: Stage, items: int) -> None:
+    """:class:`MapError` if ``items`` is more than ``stage.map`` may get (its ``max_width``)."""
+    if items > stage.options.max_width:
+        raise MapError(f"{stage.name}.map(...) got {items} items, more than its max_width of "
+                       f"{stage.options.max_width}; raise @stage(max_width=...) or map over fewer")
 
 
 def _as_list(outputs: list[Any]) -> list[Any]:

@@ -159,16 +159,14 @@ class _Planner:
         keys = cache_keys(graph, order)
         self.lookup(list(keys.values()))
         plans: dict[str, _Plan] = {}
-        renewed: set[str] = set()  # found an earlier output but runs again: what reads it runs again too
         for name in order:
             node = graph.nodes[name]
-            # a trigger rule is about how this run's stages ended: never a reused output; a mapped stage's list
-            # may differ when the stage making it runs again (items are reused by value when it is the same)
-            must_run = (node.stage.options.trigger != "all_success" or any(up in renewed for up in node.upstream)
+            # what reads a renewed stage runs again too; a trigger rule is about how this run's stages ended:
+            # never a reused output; a mapped stage's list may differ when the stage making it runs again
+            # (items are reused by value when it is the same)
+            must_run = (node.stage.options.trigger != "all_success" or any(plans[up].renewed for up in node.upstream)
                         or node.mapped and isinstance(node.over, StageRef) and plans[node.over.node].reuse is None)
             plans[name] = self.plan(name, node.stage, keys[name], renewed=must_run)
-            if plans[name].renewed:
-                renewed.add(name)
         return plans
 
 
@@ -393,13 +391,17 @@ class _Watch:
     def _top_up(self) -> set[str]:
         """Submit queued items of mapped stages, as many as each one's concurrency allows."""
         submitted: set[str] = set()
-        for name, queued in self.queued.items():
+        for name, queued in list(self.queued.items()):
             limit = self.graph.nodes[queued[0]].stage.options.concurrency if queued else None
-            running = sum(1 for item in self.items[name] if item in self.futures and not self.futures[item].done())
-            take = len(queued) if limit is None else max(0, min(len(queued), limit - running))
+            take = len(queued)
+            if limit is not None:
+                running = sum(1 for item in self.items[name] if item in self.futures and not self.futures[item].done())
+                take = max(0, min(take, limit - running))
             batch, queued[:take] = queued[:take], []
             self._submit_many([(item, ()) for item in batch])
             submitted.update(batch)
+            if not queued:
+                del self.queued[name]  # all submitted: no need to look at it again
         return submitted
 
     def _ended(self, name: str) -> str | None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PipelineDefinitionError
 from .graph import Graph, Node, StageRef
+from .mapping import MapError, check_width
 
 if TYPE_CHECKING:
     from .stage import Stage
@@ -41,10 +42,11 @@ class Trace:
             raise PipelineDefinitionError(
                 f"{stage.name}.map(...) maps over a list, or the output of a stage that returns one; "
                 f"got {type(over).__name__} {over!r:.80}")
-        if isinstance(over, list | tuple) and len(over) > stage.options.max_width:
-            raise PipelineDefinitionError(
-                f"{stage.name}.map(...) got {len(over)} items, more than its max_width of "
-                f"{stage.options.max_width}; raise @stage(max_width=...) or map over fewer")
+        if isinstance(over, list | tuple):
+            try:
+                check_width(stage, len(over))
+            except MapError as exc:
+                raise PipelineDefinitionError(str(exc)) from None
         try:
             stage.signature.bind(None, *args, **kwargs)  # the item goes first
         except TypeError as exc:

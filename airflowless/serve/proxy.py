@@ -87,7 +87,7 @@ def _response(result: Any) -> Response:
         return Response(result, media_type="text/plain")
     if isinstance(result, bytes | bytearray | memoryview):
         return Response(bytes(result), media_type="application/octet-stream")
-    return Response(json_body.dump(result), media_type="application/json")
+    return _json(result)
 
 
 def _error(status: int, message: str, *, close: bool = False) -> Response:

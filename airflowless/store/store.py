@@ -276,17 +276,17 @@ class Store(ExperimentRecords, DeploymentRecords):
         unique = sorted(set(cache_keys))
         with self.engine.begin() as conn:
             for start in range(0, len(unique), 500):  # bounded IN lists
-                query = (
-                    select(table)
+                latest = (
+                    select(func.max(table.c.id))
                     .where(table.c.cache_key.in_(unique[start:start + 500]))
                     .where(table.c.status.in_(sorted(StageStatus.DONE)))
                     .where(table.c.output_uri.is_not(None))
-                    .order_by(table.c.id)
+                    .group_by(table.c.cache_key)
                 )
                 if run_id is not None:
-                    query = query.where(table.c.run_id == run_id)
-                for row in conn.execute(query).mappings():
-                    found[row["cache_key"]] = self._stage(row)  # ascending ids: the latest wins
+                    latest = latest.where(table.c.run_id == run_id)
+                for row in conn.execute(select(table).where(table.c.id.in_(latest))).mappings():
+                    found[row["cache_key"]] = self._stage(row)  # one row per key: its latest
         return found
 
     # -- rows to records -----------------------------------------------------
