@@ -9,23 +9,17 @@ does not swallow it.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["DeadlineExceeded", "deadline", "set_async_exc"]
+from ..runtime.threads import set_async_exc
+
+__all__ = ["DeadlineExceeded", "deadline"]
 
 
 class DeadlineExceeded(BaseException):
     """Raised inside a thread whose deadline passed."""
-
-
-def set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
-    """Raise ``exc`` in thread ``thread_id`` at its next bytecode (None: drop one not delivered yet)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc is not None else None
-    )
 
 
 @contextmanager

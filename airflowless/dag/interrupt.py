@@ -19,59 +19,41 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
-from .deadline import set_async_exc
+from ..runtime.threads import MarkedThreads
 
 __all__ = ["GRACE_S", "StageCancelled", "in_stage", "interrupt_run", "running_stages", "stage_thread", "stop_stages"]
 
 GRACE_S = 3.0
 """How long interrupted stages get to stop before their workers are restarted."""
 
-_lock = threading.Lock()
-_running: dict[tuple[int, str], int] = {}  # (run id, node) -> the thread running its body, in this worker
+_stages: MarkedThreads[tuple[int, str]] = MarkedThreads()  # (run id, node): the threads running stage bodies here
 
 
 class StageCancelled(BaseException):
     """Raised inside a stage's thread when its run was cancelled (not an ``Exception``: not swallowed)."""
 
 
-@contextmanager
-def stage_thread(run_id: int, node: str) -> Iterator[None]:
+def stage_thread(run_id: int, node: str) -> AbstractContextManager[None]:
     """Mark this thread as running ``node`` of run ``run_id`` while the block runs (it may be interrupted)."""
-    key = (run_id, node)
-    with _lock:
-        _running[key] = threading.get_ident()
-    try:
-        yield
-    finally:
-        with _lock:
-            _running.pop(key, None)
-            set_async_exc(threading.get_ident(), None)  # one raised too late to be delivered goes too
+    return _stages.mark((run_id, node))
 
 
 def in_stage() -> bool:
     """Whether this thread runs a pipeline stage's body now."""
-    ident = threading.get_ident()
-    with _lock:
-        return ident in _running.values()
+    return _stages.has_thread(threading.get_ident())
 
 
 def running_stages(run_id: int) -> list[str]:
     """The nodes of run ``run_id`` whose bodies run in this process now."""
-    with _lock:
-        return sorted(node for (run, node) in _running if run == run_id)
+    return sorted(node for run, node in _stages.keys(lambda key: key[0] == run_id))
 
 
 def interrupt_run(run_id: int) -> list[str]:
     """Raise :class:`StageCancelled` in this process's threads running stages of ``run_id``; their nodes."""
-    with _lock:
-        found = [(node, thread) for (run, node), thread in _running.items() if run == run_id]
-        for _, thread in found:
-            set_async_exc(thread, StageCancelled)
-    return sorted(node for node, _ in found)
+    return sorted(node for _, node in _stages.interrupt(lambda key: key[0] == run_id, StageCancelled))
 
 
 def stop_stages(client: Any, run_id: int, *, grace_s: float = GRACE_S) -> dict[str, str]:

@@ -38,6 +38,7 @@ from .checkpoint import Checkpoint
 from .context import Session, StopRequested, TrainContext, session_scope
 from .placement import CapacityError, check_capacity, choose_workers
 from .rank_memory import freed_memory_kept
+from .rank_threads import end_ranks, rank_thread
 from .rendezvous import Rendezvous
 from .shards import DataShard
 
@@ -90,6 +91,7 @@ def load_code(spec: RankSpec) -> tuple[Callable[..., Any], dict[str, Any] | None
 
 JOIN_WAIT_S = 15.0  # how long placement waits for a worker that declares no resources yet
 FAILED_GRACE_S = 10.0  # once a rank failed, how long the driver waits for the others to end before it goes on
+SHUTDOWN_GRACE_S = 5.0  # how long a rank asked to stop gets, and then one interrupted, before it is ended harder
 DECISION_TIMEOUT = 300.0  # seconds rank 0 waits for the driver's answer to a report before going on
 STOP_WAIT_S = 1.0  # a rank's stop watcher waits on the stop event this long at a time (it ends this soon after the rank)
 
@@ -163,7 +165,8 @@ def run_rank(spec: RankSpec) -> Any:
                       spec.checkpoint, shards, _stop_check(spec, stop, done), start_iteration=spec.start_iteration,
                       rendezvous=Rendezvous(spec.group, spec.backend.timeout_s))
     try:
-        return _run_in_session(spec, session, stop, topic)
+        with rank_thread(spec.group, spec.rank):
+            return _run_in_session(spec, session, stop, topic)
     finally:
         done.set()
 
@@ -443,23 +446,28 @@ class WorkerGroup:
 
         Event(f"{self.group}-stop", client=self.client).set()
 
-    def shutdown(self, grace_s: float = 5.0) -> None:
-        """Stop the ranks still running, cancel those not stopped in ``grace_s``, forget the group's state.
+    def shutdown(self, grace_s: float | None = None) -> None:
+        """Stop the ranks still running, end those not stopped in ``grace_s``, forget the group's state.
 
         A rank stops at its next report once asked to. Cancelling a rank's
         task cannot end its thread, and its worker keeps the rank's resources
-        until the thread ends: so the ranks are asked first, and the stop
-        event stays set for any rank still running afterwards.
+        until the thread ends: so the ranks are asked first, those still
+        running are ended (:func:`.rank_threads.end_ranks`: interrupted, or
+        their workers restarted), and the stop event stays set for any rank
+        that could not be ended.
         """
         from distributed import Event, Variable, wait
 
+        grace_s = SHUTDOWN_GRACE_S if grace_s is None else grace_s
         running = [f for f in self.futures if f is not None and not f.done()]
         if running:
             self.request_stop()
             with contextlib.suppress(Exception):  # a timeout: cancelled below
                 wait(running, timeout=grace_s)
-        stragglers = [f for f in self.futures if f is not None and not f.done()]
-        self.client.cancel(stragglers)
+        stragglers = [rank for rank, f in enumerate(self.futures) if f is not None and not f.done()]
+        if stragglers:
+            end_ranks(self.client, self.group, sorted({self.workers[rank] for rank in stragglers}), grace_s=grace_s)
+            self.client.cancel([self.futures[rank] for rank in stragglers])
         with contextlib.suppress(Exception):  # the scheduler forgets the group's reports too
             close_topic(self.client, self._topic)
         self.futures = []  # release the rank tasks, so that the scheduler forgets them
