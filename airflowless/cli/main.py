@@ -11,6 +11,7 @@ from .pipelines import pipelines
 from .run import run
 from .runs import runs
 from .serve import serve
+from .service import backfill, deploy, deployments, pools, service, submit
 from .ui import ui
 
 
@@ -41,6 +42,8 @@ cli.add_command(cluster)
 cli.add_command(experiments)
 cli.add_command(serve)
 cli.add_command(ui)
+for command in (service, deploy, submit, backfill, deployments, pools):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from ..dag.result import stage_rows
 from ..store.records import RunRecord, RunStatus
 
 _STYLE = {"succeeded": "green", "cached": "cyan", "failed": "red", "skipped": "yellow",
-          "running": "blue", "cancelled": "magenta", "abandoned": "magenta"}
+          "running": "blue", "cancelled": "magenta", "abandoned": "magenta", "queued": "dim"}
 
 
 def _console() -> Console:
@@ -42,6 +42,13 @@ def print_run(run: RunRecord) -> None:
         console.print(f"driver: pid {run.driver_pid} on {run.driver_host} {state}", markup=False)
     if run.resumed_by is not None:
         console.print(f"resumed by run {run.resumed_by}", markup=False)
+    if run.trigger is not None:
+        interval = (f" for the interval {run.interval_start.isoformat()} .. {run.interval_end.isoformat()}"
+                    if run.interval_start and run.interval_end else "")
+        console.print(f"started by the service: {run.trigger}{interval}"
+                      f"{f' (backfill {run.backfill_id})' if run.backfill_id else ''}", markup=False)
+    if run.status == RunStatus.QUEUED and run.queue_reason:
+        console.print(f"queued: {run.queue_reason}", markup=False)
 
 
 def print_runs(runs: list[RunRecord]) -> None:

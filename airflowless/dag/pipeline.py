@@ -79,7 +79,7 @@ class Pipeline:
         self, params: dict[str, Any] | None = None, *, client: Client | None = None,
         address: str | None = None, store: Store | str | None = None, storage: str | None = None,
         cache: bool = True, resume: int | None = None, raise_on_failure: bool = True,
-        progress: Callable[[str, str], None] | None = None,
+        progress: Callable[[str, str], None] | None = None, queued_run: int | None = None,
     ) -> RunResult:
         """Run on the cluster and record the run; see :func:`airflowless.dag.runner.execute`.
 
@@ -103,7 +103,7 @@ class Pipeline:
         return execute(
             graph, module=self.module, params=bound, client=client, store=db,
             storage=storage or get_settings().storage, use_cache=cache, resume_from=resume,
-            raise_on_failure=raise_on_failure, progress=progress, timeout=self.timeout,
+            raise_on_failure=raise_on_failure, progress=progress, timeout=self.timeout, queued_run=queued_run,
         )
 
     def resume_params(self, store: Store, run_id: int, given: dict[str, Any]) -> dict[str, Any]:
@@ -134,6 +134,19 @@ class Pipeline:
     def resume(self, run_id: int, **options: Any) -> RunResult:
         """Run again what failed or never ran in run ``run_id``, reusing what finished."""
         return self.run(resume=run_id, **options)
+
+    def deploy(self, name: str, *, params: dict[str, Any] | None = None, **options: Any) -> dict[str, Any]:
+        """Record a deployment of this pipeline for the service (``cron=``, ``timezone_name=``, ``every=``,
+        ``max_active_runs=``...: see :func:`airflowless.service.deploy.deploy`); the deployment as stored."""
+        from ..service.deploy import deploy
+
+        return deploy(self, name, params=params, **options)
+
+    def submit(self, params: dict[str, Any] | None = None, **options: Any) -> int:
+        """Queue one run for the service, which runs it without this process; its run id."""
+        from ..service.deploy import submit
+
+        return submit(self, params=params, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> RunResult:
         try:

@@ -45,6 +45,7 @@ from ..errors import (
 )
 from ..integrity import SigningKeyPlugin, current_key
 from ..names import join_under
+from ..store.liveness import this_driver
 from ..store.records import RunStatus, StageRecord, StageStatus
 from .cache import cache_keys, element_key
 from .graph import Graph, Node, StageRef
@@ -184,17 +185,26 @@ def execute(
     graph: Graph, *, module: str, params: dict[str, Any], client: Client, store: Store,
     storage: str, use_cache: bool = True, resume_from: int | None = None,
     raise_on_failure: bool = True, progress: Callable[[str, str], None] | None = None,
-    timeout: float | None = None,
+    timeout: float | None = None, queued_run: int | None = None,
 ) -> RunResult:
     """Run ``graph`` on ``client``'s cluster, recording it in ``store``; ``progress(node, what)``
-    hears each stage's start, retry, success and failure as the driver learns of it."""
+    hears each stage's start, retry, success and failure as the driver learns of it.
+
+    ``queued_run``: the id of the run the service queued for this driver to take
+    (:meth:`~airflowless.store.Store.take_queued_run`), instead of a new run.
+    """
     order = graph.validate()
     _check_resources(client, graph)
     _register_by_value(graph)
     ship_sources(client, (node.stage.fn for node in graph.nodes.values()))  # source lines in tracebacks
     client.register_plugin(SigningKeyPlugin(current_key()))  # workers sign and check with our key
-    run_id = store.create_run(graph.pipeline, module=module, params=params,
-                              address=client.scheduler.address, resumed_from=resume_from)
+    if queued_run is None:
+        run_id = store.create_run(graph.pipeline, module=module, params=params,
+                                  address=client.scheduler.address, resumed_from=resume_from)
+    else:
+        store.take_queued_run(queued_run, module=module, params=params, driver=this_driver(),
+                              address=client.scheduler.address)
+        run_id = queued_run
     lifecycle = contextlib.ExitStack()
     lifecycle.enter_context(cancel_on_signals())
     lifecycle.enter_context(Heartbeat(store, run_id))

@@ -48,6 +48,26 @@ def _add_columns(table: str, *columns: str) -> Callable[[Connection], None]:
     return apply
 
 
+def _create_indexes(table: str) -> Callable[[Connection], None]:
+    # the indexes of columns added later (a database created after they joined schema.py has them)
+    def apply(conn: Connection) -> None:
+        for index in schema.metadata.tables[table].indexes:
+            index.create(conn, checkfirst=True)
+
+    return apply
+
+
+def _steps(*steps: Callable[[Connection], None]) -> Callable[[Connection], None]:
+    def apply(conn: Connection) -> None:
+        for step in steps:
+            step(conn)
+
+    return apply
+
+
+_QUEUE_COLUMNS = ("target", "deployment_id", "trigger", "priority", "pool", "interval_start", "interval_end", "rerun",
+                  "queue_reason", "claimed_by", "claimed_at", "backfill_id")
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "pipeline runs and stage runs", _create("pipeline_runs", "stage_runs")),
     Migration(2, "experiments, trials, metrics per step, checkpoints",
@@ -58,6 +78,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                            "resumed_by")),
     Migration(5, "experiments' summary (the prepared-data cache's use)", _add_columns("experiments", "summary")),
     Migration(6, "stage runs' logs", _add_columns("stage_runs", "log_uri")),
+    Migration(7, "the service: pipeline deployments, pools, backfills, services; what started a run",
+              _steps(_add_columns("pipeline_runs", *_QUEUE_COLUMNS),
+                     _create_indexes("pipeline_runs"),
+                     _create("pipeline_deployments", "pools", "backfills", "services"))),
 )
 
 

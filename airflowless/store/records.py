@@ -1,6 +1,7 @@
 """Plain records the store hands out: read-only views of rows.
 
-A run is ``running`` while its driver works, then ``succeeded``, ``failed`` or
+A run the service queued is ``queued`` until its driver takes it. A run is
+``running`` while its driver works, then ``succeeded``, ``failed`` or
 ``cancelled`` (SIGINT/SIGTERM of the driver). A run whose driver died without
 saying so (``kill -9``, a lost machine) is read as ``abandoned``: the store
 decides this when it reads the row (see :mod:`.liveness`). Rows written before
@@ -19,6 +20,7 @@ __all__ = ["RunRecord", "StageRecord", "RunStatus", "StageStatus", "ExperimentSt
 class RunStatus:
     """The states of a pipeline run."""
 
+    QUEUED = "queued"  # waiting in the service's queue for a driver (airflowless.service)
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -99,6 +101,18 @@ class RunRecord:
     driver_started: float | None = None
     heartbeat_at: datetime | None = None
     resumed_by: int | None = None
+    target: str | None = None
+    deployment_id: int | None = None
+    trigger: str | None = None
+    priority: int | None = None
+    pool: str | None = None
+    interval_start: datetime | None = None
+    interval_end: datetime | None = None
+    rerun: int | None = None
+    queue_reason: str | None = None
+    claimed_by: int | None = None
+    claimed_at: datetime | None = None
+    backfill_id: int | None = None
     stages: list[StageRecord] = field(default_factory=list)
 
     @property

@@ -7,7 +7,12 @@ checkpoints joined them (2), then serve's deployments (3), keyed the same way
 (integer ids, a link column where rows belong to another row). Runs then
 learned who drives them (4): the driver's host, pid and start time, a
 heartbeat, and which run resumes them; experiments, a summary of what their
-run measured (5).
+run measured (5). The service (7) added pipeline deployments, pools and the
+services themselves, and what started a run: a run queued by the service
+says its deployment, trigger, data interval, priority and pool, and waits in
+state ``queued`` until a driver the service started takes it; a unique index on
+(deployment, interval start, rerun) keeps a scheduled interval from running
+twice.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -54,6 +60,20 @@ pipeline_runs = Table(
     Column("driver_started", Float),
     Column("heartbeat_at", DateTime(timezone=True)),
     Column("resumed_by", Integer),
+    # what started the run, and the queue it waited in (airflowless.service)
+    Column("target", Text),  # what the service's driver loads: a file or module, optionally :NAME
+    Column("deployment_id", Integer, index=True),
+    Column("trigger", String(20)),  # schedule, backfill, submit, manual (None: a driver of its own)
+    Column("priority", Integer),
+    Column("pool", String(200)),
+    Column("interval_start", DateTime(timezone=True)),
+    Column("interval_end", DateTime(timezone=True)),
+    Column("rerun", Integer),  # 0 for an interval's first run, n for the n-th explicit rerun
+    Column("queue_reason", Text),  # why a queued run still waits
+    Column("claimed_by", Integer),  # the service that started its driver
+    Column("claimed_at", DateTime(timezone=True)),
+    Column("backfill_id", Integer, index=True),
+    Index("uq_runs_deployment_interval", "deployment_id", "interval_start", "rerun", unique=True),
 )
 
 stage_runs = Table(
@@ -155,4 +175,58 @@ deployments = Table(
     Column("hostname", String(255)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+
+pipeline_deployments = Table(
+    "pipeline_deployments",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("pipeline", String(200), nullable=False),
+    Column("target", Text, nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("schedule", JSON),  # {"cron": expr, "timezone": tz} or {"every": seconds}; None: runs when triggered
+    Column("catchup", Integer, nullable=False, default=0),
+    Column("max_active_runs", Integer),
+    Column("priority", Integer, nullable=False, default=0),
+    Column("pool", String(200)),
+    Column("paused", Integer, nullable=False, default=0),
+    Column("next_due_at", DateTime(timezone=True), index=True),
+    Column("broken", Text),  # why the service cannot run it (its module fails to import)
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+pools = Table(
+    "pools",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("slots", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+backfills = Table(
+    "backfills",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("deployment_id", Integer, nullable=False, index=True),
+    Column("start", DateTime(timezone=True), nullable=False),
+    Column("end", DateTime(timezone=True), nullable=False),
+    Column("max_active_runs", Integer),
+    Column("rerun", Integer, nullable=False, default=0),
+    Column("status", String(20), nullable=False),  # running, done, cancelled
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+services = Table(
+    "services",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started", Float),
+    Column("address", String(200)),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+    Column("stopped_at", DateTime(timezone=True)),
 )

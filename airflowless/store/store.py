@@ -33,6 +33,7 @@ from .experiments import ExperimentRecords
 from .liveness import Driver, driver_alive, this_driver
 from .migrations import migrate
 from .records import RunRecord, RunStatus, StageRecord, StageStatus
+from .service import ServiceRecords
 
 __all__ = ["Store", "open_store"]
 
@@ -61,7 +62,7 @@ def _to_utc(fields: dict[str, Any]) -> dict[str, Any]:
             for k, v in fields.items()}
 
 
-class Store(ExperimentRecords, DeploymentRecords):
+class Store(ExperimentRecords, DeploymentRecords, ServiceRecords):
     """The record of runs. Build with :func:`open_store`."""
 
     def __init__(self, engine: Engine) -> None:
@@ -302,7 +303,7 @@ class Store(ExperimentRecords, DeploymentRecords):
     def _run(row: Any, stages: list[StageRecord]) -> RunRecord:
         """The run as users should see it: legacy words mapped, a dead driver's run ``abandoned``."""
         data = dict(row)
-        for key in ("created_at", "finished_at", "heartbeat_at"):
+        for key in ("created_at", "finished_at", "heartbeat_at", "interval_start", "interval_end", "claimed_at"):
             data[key] = _aware(data[key])
         data["status"] = RunStatus.LEGACY.get(data["status"], data["status"])
         if data["status"] == RunStatus.RUNNING:

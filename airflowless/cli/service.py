@@ -1,0 +1,249 @@
+"""``airflowless service``, ``deploy``, ``submit``, ``backfill``, ``deployments``, ``pools``: the service's verbs.
+
+Every verb but ``service start`` only reads or writes the record: a service
+running anywhere on it picks the change up on its next tick.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ..errors import AirflowlessError
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+_DB = click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+_PARAM = click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
+                      help="Set a pipeline parameter (parsed to its declared type). Repeatable.")
+
+
+def _open(db: str | None) -> Store:
+    from ..store import open_store
+
+    return open_store(db)
+
+
+def _fail(exc: Exception) -> None:
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+def _values(target: str, params: tuple[str, ...]) -> dict[str, Any]:
+    from ..dag import load_pipeline
+    from ..dag.params import parse_assignments
+
+    return parse_assignments(list(params), load_pipeline(target).params)
+
+
+@click.group()
+def service() -> None:
+    """The long-running service that runs deployments and submissions without your process."""
+
+
+@service.command("start")
+@click.option("--address", default=None, metavar="ADDRESS",
+              help="Scheduler the runs' drivers join (default: AIRFLOWLESS_ADDRESS, else the cluster of "
+                   "`airflowless cluster up`, else an embedded cluster per run).")
+@_DB
+@click.option("--tick", default=None, type=float, help="Seconds between two looks at the queue (default 0.25).")
+def start(address: str | None, db: str | None, tick: float | None) -> None:
+    """Run the service in this terminal until Ctrl-C or SIGTERM (runs in flight go on)."""
+    import logging
+
+    from ..service.service import TICK_S, Service
+    from ..settings import get_settings
+    from .run import _background_cluster
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        url = db or get_settings().db_url
+        store = _open(url)
+        chosen = address or get_settings().address or _background_cluster()
+        svc = Service(store, url, address=chosen, tick_s=tick or TICK_S)
+        service_id = svc.start()
+    except AirflowlessError as exc:
+        _fail(exc)
+        return
+    click.echo(f"service {service_id} running on the record {store.url}; cluster: {chosen or 'embedded per run'}",
+               err=True)
+    svc.run()
+
+
+@click.command()
+@click.argument("target")
+@click.option("--name", required=True, help="The deployment's name (letters, digits, . _ -).")
+@_PARAM
+@click.option("--cron", default=None, metavar="EXPR", help="A cron schedule, e.g. '0 3 * * *'.")
+@click.option("--tz", "tz", default=None, metavar="ZONE", help="The cron schedule's time zone (default UTC).")
+@click.option("--every", default=None, type=float, metavar="SECONDS", help="A fixed-interval schedule instead.")
+@click.option("--catchup", is_flag=True, help="After downtime, run every missed interval (default: the latest one).")
+@click.option("--max-active-runs", type=int, default=None, help="At most this many of its runs at once.")
+@click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first when runs wait.")
+@click.option("--pool", default=None, help="Each run takes a slot of this pool (airflowless pools set).")
+@click.option("--paused", is_flag=True, help="Create it paused.")
+@click.option("--replace", is_flag=True, help="Replace a deployment of the same name.")
+@_DB
+def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz: str | None, every: float | None,
+           catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
+           replace: bool, db: str | None) -> None:
+    """Deploy the pipeline TARGET (FILE or module, optionally :NAME) for the service to run."""
+    from ..service.deploy import deploy as record
+
+    try:
+        found = record(target, name, params=_values(target, params), cron=cron, timezone_name=tz, every=every,
+                       catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
+                       paused=paused, replace=replace, store=_open(db))
+    except (AirflowlessError, KeyError) as exc:
+        _fail(exc)
+        return
+    due = found["next_due_at"].isoformat(timespec="seconds") if found["next_due_at"] else "when triggered"
+    click.echo(f"deployment {found['name']} ({found['pipeline']}): next run {due}"
+               f"{' (paused)' if found['paused'] else ''}")
+
+
+@click.command()
+@click.argument("target")
+@_PARAM
+@click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first when runs wait.")
+@click.option("--pool", default=None, help="The run takes a slot of this pool.")
+@_DB
+def submit(target: str, params: tuple[str, ...], priority: int, pool: str | None, db: str | None) -> None:
+    """Queue one run of the pipeline TARGET for the service; print its run id and return."""
+    from ..service.deploy import submit as queue
+
+    try:
+        run_id = queue(target, params=_values(target, params), priority=priority, pool=pool, store=_open(db))
+    except (AirflowlessError, KeyError) as exc:
+        _fail(exc)
+        return
+    click.echo(run_id)
+    click.echo(f"run {run_id} queued; follow it with: airflowless runs logs {run_id} --follow", err=True)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--from", "start", required=True, type=click.DateTime(), help="Start of the range (exclusive), UTC.")
+@click.option("--to", "end", required=True, type=click.DateTime(), help="End of the range (inclusive), UTC.")
+@click.option("--max-active-runs", type=int, default=None, help="At most this many of the backfill's runs at once.")
+@click.option("--rerun", is_flag=True, help="Run again the intervals that already succeeded.")
+@_DB
+def backfill(name: str, start: datetime, end: datetime, max_active_runs: int | None, rerun: bool,
+             db: str | None) -> None:
+    """Queue one run of deployment NAME per interval of its schedule from --from to --to, oldest first."""
+    from ..service.deploy import backfill as queue
+
+    try:
+        backfill_id, runs = queue(name, start, end, max_active_runs=max_active_runs, rerun=rerun, store=_open(db))
+    except (AirflowlessError, KeyError) as exc:
+        _fail(exc)
+        return
+    click.echo(f"backfill {backfill_id}: {len(runs)} run(s) queued"
+               f"{f' ({runs[0]}..{runs[-1]})' if runs else ' (every interval ran already: --rerun runs them again)'}")
+
+
+@click.group()
+def deployments() -> None:
+    """List, pause, unpause and trigger the service's deployments."""
+
+
+@deployments.command("list")
+@_DB
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_deployments(db: str | None, as_json: bool) -> None:
+    """Each deployment: schedule, next run, paused or broken, its last runs' states (newest first)."""
+    from rich.table import Table
+
+    from ..service.schedules import Schedule
+    from .render import _console, echo_json
+
+    rows = _open(db).list_pipeline_deployments()
+    if as_json:
+        echo_json(rows)
+        return
+    grid = Table(title="deployments", title_justify="left")
+    for column in ("name", "pipeline", "schedule", "next run (UTC)", "state", "last runs"):
+        grid.add_column(column, overflow="fold")
+    for row in rows:
+        schedule = Schedule.from_json(row["schedule"]).describe() if row["schedule"] else "-"
+        state = "broken" if row["broken"] else "paused" if row["paused"] else "active"
+        grid.add_row(row["name"], row["pipeline"], schedule,
+                     row["next_due_at"].isoformat(timespec="seconds") if row["next_due_at"] else "-", state,
+                     " ".join(f"{r['id']}:{r['status']}" for r in row["last_runs"][:5]))
+    _console().print(grid)
+    for row in rows:
+        if row["broken"]:
+            click.echo(f"\n{row['name']} is broken: {row['broken']}\nfix it, then deploy it again with --replace")
+
+
+@deployments.command("pause")
+@click.argument("name")
+@_DB
+def pause(name: str, db: str | None) -> None:
+    """Stop scheduling NAME (runs already queued or running go on)."""
+    _set_paused(name, True, db)
+
+
+@deployments.command("unpause")
+@click.argument("name")
+@_DB
+def unpause(name: str, db: str | None) -> None:
+    """Schedule NAME again (without catch-up, from the next tick)."""
+    _set_paused(name, False, db)
+
+
+def _set_paused(name: str, paused: bool, db: str | None) -> None:
+    try:
+        _open(db).set_deployment_paused(name, paused)
+    except (AirflowlessError, KeyError) as exc:
+        _fail(exc)
+    click.echo(f"{name} {'paused' if paused else 'unpaused'}")
+
+
+@deployments.command("trigger")
+@click.argument("name")
+@_PARAM
+@_DB
+def trigger(name: str, params: tuple[str, ...], db: str | None) -> None:
+    """Queue one run of NAME now; print its run id."""
+    from ..service.deploy import trigger as queue
+
+    try:
+        store = _open(db)
+        values = _values(store.get_pipeline_deployment(name)["target"], params) if params else {}
+        run_id = queue(name, params=values, store=store)
+    except (AirflowlessError, KeyError) as exc:
+        _fail(exc)
+        return
+    click.echo(run_id)
+
+
+@click.group()
+def pools() -> None:
+    """Cluster-wide pools: at most SLOTS runs that take a pool run at once."""
+
+
+@pools.command("set")
+@click.argument("name")
+@click.option("--slots", type=int, required=True)
+@_DB
+def set_pool(name: str, slots: int, db: str | None) -> None:
+    """Create or resize pool NAME."""
+    try:
+        _open(db).set_pool(name, slots)
+    except AirflowlessError as exc:
+        _fail(exc)
+    click.echo(f"pool {name}: {slots} slot(s)")
+
+
+@pools.command("list")
+@_DB
+def list_pools(db: str | None) -> None:
+    """Each pool's slots and the runs holding one now."""
+    for name, pool in _open(db).list_pools().items():
+        click.echo(f"{name}\t{pool['used']}/{pool['slots']}")

@@ -1,0 +1,152 @@
+"""What a user asks of the service: deploy a pipeline (on a schedule or not), submit one run, backfill.
+
+Everything is checked here, in the caller's process, before the record is
+written: the module imports, the parameters are ones the pipeline takes, of
+its types, and the graph traces with them; a schedule's cron expression and
+time zone are valid. The service then only runs what passed. The target is
+kept as an absolute path (the service runs in another folder); the service's
+machine must see the same file (a shared or the same file system; uploading
+the folder with the submission is not built yet).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from .schedules import INTERVAL_PARAMS, Schedule
+
+if TYPE_CHECKING:
+    from ..dag.pipeline import Pipeline
+    from ..store import Store
+
+__all__ = ["deploy", "submit", "trigger", "backfill", "resolve_target", "checked_params"]
+
+
+def resolve_target(target: str) -> tuple[str, Pipeline]:
+    """The target as the service loads it (a file as an absolute path, with ``:NAME``), and its pipeline."""
+    from ..dag import load_pipeline
+
+    pipe = load_pipeline(target)
+    module_part = target
+    if not Path(target).exists() and ":" in target:
+        module_part = target.rpartition(":")[0]
+    path = Path(module_part)
+    shown = str(path.resolve()) if module_part.endswith(".py") or path.exists() else module_part
+    return f"{shown}:{pipe.name}", pipe
+
+
+def checked_params(pipe: Pipeline, params: dict[str, Any], *, scheduled: bool) -> dict[str, Any]:
+    """``params`` checked against the pipeline (types, unknown and missing names, a traced graph).
+
+    A scheduled deployment's runs get ``interval_start`` / ``interval_end`` when the
+    pipeline declares them: they are traced here with a sample interval, and may not be set by hand.
+    """
+    from ..dag.params import bind_params
+
+    given = dict(params)
+    interval = [name for name in INTERVAL_PARAMS if name in pipe.params]
+    if scheduled and interval:
+        fixed = sorted(set(interval) & set(given))
+        if fixed:
+            raise ConfigError(f"{fixed} are set by the schedule for each run (its data interval); "
+                              "do not pass them as --param")
+        sample = datetime(2000, 1, 1, tzinfo=timezone.utc).isoformat()
+        pipe.graph(**{**given, **{name: sample for name in interval}})
+        return given
+    bind_params(pipe.name, pipe.params, given)
+    pipe.graph(**given)
+    return given
+
+
+def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None = None, cron: str | None = None,
+           timezone_name: str | None = None, every: float | None = None, catchup: bool = False,
+           max_active_runs: int | None = None, priority: int = 0, pool: str | None = None, paused: bool = False,
+           replace: bool = False, store: Store | None = None) -> dict[str, Any]:
+    """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored."""
+    from ..store import open_store
+
+    _check_name(name)
+    _check_limit(max_active_runs)
+    resolved, pipe = _resolve(target)
+    schedule = None if cron is None and every is None else Schedule.parse(cron=cron, timezone=timezone_name,
+                                                                           every=every)
+    if schedule is None and timezone_name is not None:
+        raise ConfigError("--tz applies to a cron schedule (--cron); this deployment has none")
+    checked = checked_params(pipe, params or {}, scheduled=schedule is not None)
+    db = store or open_store()
+    db.create_pipeline_deployment(name, pipeline=pipe.name, target=resolved, params=checked, schedule=schedule,
+                                  catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
+                                  paused=paused, replace=replace)
+    return db.get_pipeline_deployment(name)
+
+
+def submit(target: str | Pipeline, *, params: dict[str, Any] | None = None, priority: int = 0,
+           pool: str | None = None, store: Store | None = None) -> int:
+    """Queue one run of the pipeline at ``target`` for the service; its run id (``queued`` until it starts)."""
+    from ..store import open_store
+    from ..store.service import Trigger
+
+    resolved, pipe = _resolve(target)
+    checked = checked_params(pipe, params or {}, scheduled=False)
+    db = store or open_store()
+    return db.enqueue_run(pipe.name, target=resolved, params=checked, trigger=Trigger.SUBMIT, priority=priority,
+                          pool=pool)
+
+
+def trigger(name: str, *, params: dict[str, Any] | None = None, store: Store | None = None) -> int:
+    """Queue one run of deployment ``name`` now (its parameters, overridden by ``params``); its run id."""
+    from ..store import open_store
+    from ..store.service import Trigger
+
+    db = store or open_store()
+    deployment = db.get_pipeline_deployment(name)
+    merged = {**deployment["params"], **(params or {})}
+    if params:
+        _, pipe = _resolve(deployment["target"])
+        merged = checked_params(pipe, merged, scheduled=False)
+    return db.enqueue_run(deployment["pipeline"], target=deployment["target"], params=merged,
+                          trigger=Trigger.MANUAL, deployment_id=deployment["id"], priority=deployment["priority"],
+                          pool=deployment["pool"])
+
+
+def backfill(name: str, start: datetime, end: datetime, *, max_active_runs: int | None = None, rerun: bool = False,
+             store: Store | None = None) -> tuple[int, list[int]]:
+    """Queue one run per interval of deployment ``name`` ending in ``(start, end]``; the backfill's id and runs."""
+    from ..store import open_store
+
+    _check_limit(max_active_runs)
+    db = store or open_store()
+    return db.create_backfill(name, _utc(start), _utc(end), max_active_runs=max_active_runs, rerun=rerun)
+
+
+def _resolve(target: str | Pipeline) -> tuple[str, Pipeline]:
+    from ..dag.pipeline import Pipeline
+
+    if isinstance(target, Pipeline):
+        module = target.module  # "module:file" for a file's pipeline
+        file = module.partition(":")[2]
+        if not file:
+            raise ConfigError(f"pipeline {target.name!r} has no source file the service could load; "
+                              "deploy it by its module's path")
+        return f"{file}:{target.name}", target
+    return resolve_target(target)
+
+
+def _check_name(name: str) -> None:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", name or ""):
+        raise ConfigError(f"a deployment name is letters, digits, '.', '_' and '-' (up to 200), starting with a "
+                          f"letter or digit; got {name!r}")
+
+
+def _check_limit(value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"--max-active-runs is a whole number from 1 up, got {value!r}")
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)

@@ -1,0 +1,74 @@
+"""The driver the service starts for one queued run: ``python -m airflowless.service.driver RUN_ID``.
+
+It runs in a process of its own (a pipeline that crashes, hangs or eats memory
+never takes the service down), with the service's record and cluster in its
+environment (``AIRFLOWLESS_DB``, ``AIRFLOWLESS_ADDRESS``; without an address
+it starts an embedded cluster of its own). It loads the run's pipeline, adds
+the run's data interval to its parameters where the pipeline declares
+``interval_start`` / ``interval_end``, takes the queued run (a compare-and-set:
+a second driver for the same run stops there) and runs it like
+``airflowless run``, its stages' progress on stdout, which the service keeps as
+the run's log. A module that no longer loads, or parameters it no longer takes,
+fail the run with the error, and mark its deployment broken.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _progress(node: str, what: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {node}: {what}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..dag import load_pipeline
+    from ..dag.params import bind_params
+    from ..errors import ResumeError
+    from ..runtime import init, shutdown
+    from ..settings import get_settings
+    from ..store import open_store
+    from .schedules import INTERVAL_PARAMS
+
+    (run_id,) = [int(arg) for arg in (argv if argv is not None else sys.argv[1:])]
+    store = open_store()
+    run = store.get_run(run_id)
+    print(f"driver of run {run_id} ({run.pipeline}, {run.trigger}) on pid {os.getpid()}", flush=True)
+    try:
+        pipe = load_pipeline(run.target or run.module)
+        params: dict[str, Any] = dict(run.params)
+        for name, moment in zip(INTERVAL_PARAMS, (run.interval_start, run.interval_end), strict=True):
+            if name in pipe.params and moment is not None:
+                params[name] = moment.isoformat()
+        bind_params(pipe.name, pipe.params, params)
+        pipe.graph(**params)
+    except Exception as exc:
+        error = f"the service could not start run {run_id}: {type(exc).__name__}: {exc}"
+        print(error, file=sys.stderr, flush=True)
+        store.fail_queued_run(run_id, error)
+        if run.deployment_id is not None:  # its next runs would fail the same way: the page says why
+            store.mark_deployment_broken(run.deployment_id, error)
+        return 2
+    client = init(get_settings().address, quiet=True)
+    try:
+        result = pipe.run(params, client=client, store=store, queued_run=run_id, raise_on_failure=False,
+                          progress=_progress)
+    except ResumeError as exc:  # cancelled while queued, or another driver took it
+        print(f"not started: {exc}", file=sys.stderr, flush=True)
+        return 3
+    finally:
+        shutdown()
+    print(f"run {run_id} {result.status}", flush=True)
+    for stage in result.record.stages:
+        if stage.status == "failed":
+            print(f"--- stage {stage.node} failed ---\n{stage.traceback or stage.error}", file=sys.stderr, flush=True)
+    return 0 if result.status == "succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

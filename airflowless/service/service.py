@@ -1,0 +1,236 @@
+"""The service: a long-running process that queues due runs and starts a driver for each.
+
+Each tick (:data:`TICK_S`) it
+
+1. queues the runs of the deployments that are due (:meth:`Store.schedule_due`);
+2. queues again the runs claimed by services that died before their driver
+   started (:meth:`Store.release_orphans`, every heartbeat);
+3. claims the queued runs that may start now (:meth:`Store.claim_runs`: limits,
+   pools, priorities) and starts each one's driver as a child process
+   (:mod:`.driver`), in a session of its own: a driver outlives a service that
+   is stopped or killed, and a service started again does not start it twice;
+4. reaps the drivers that ended; one that ended before it took its run fails
+   the run with the end of its log.
+
+The record is the only state: any number of services may share a PostgreSQL
+record; on a SQLite record a second service is refused (a lock file beside the
+database), since SQLite is one machine's file. A driver's output is the run's
+log, in ``$AIRFLOWLESS_HOME/service/logs/run-<id>.log`` (private to the user).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from ..store.liveness import HEARTBEAT_S, Driver, this_driver
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from ..store.records import RunRecord
+
+__all__ = ["Service", "TICK_S", "log_path"]
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.25
+"""How often the service looks for due and startable runs (schedule lag is at most this, plus a driver's start)."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def log_dir() -> Path:
+    from ..private import private_folder
+    from ..settings import get_settings
+
+    return private_folder(get_settings().home / "service" / "logs")
+
+
+def log_path(run_id: int) -> Path:
+    """Where the service keeps the output of run ``run_id``'s driver."""
+    from ..settings import get_settings
+
+    return get_settings().home / "service" / "logs" / f"run-{run_id}.log"
+
+
+@dataclass
+class _Child:
+    run_id: int
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+
+@dataclass
+class Service:
+    """Queues due runs and drives them; ``run()`` until stopped. Build with a store and its URL."""
+
+    store: Store
+    db_url: str
+    address: str | None = None  # the cluster the drivers join (None: each starts an embedded one)
+    clock: Callable[[], datetime] = _utcnow
+    tick_s: float = TICK_S
+    id: int | None = None
+    children: dict[int, _Child] = field(default_factory=dict)
+    _lock_file: IO[str] | None = None
+    _beat: float = 0.0
+
+    def start(self) -> int:
+        """Register this service in the record (SQLite: refused if another serves it); its id."""
+        self._lock_file = _single_service_lock(self.store)
+        self.id = self.store.register_service(this_driver(), self.address)
+        self._beat = time.monotonic()
+        log.info("service %d on %s (record %s, cluster %s)", self.id, os.getpid(), self.store.url,
+                 self.address or "embedded per run")
+        return self.id
+
+    def tick(self) -> list[int]:
+        """One pass: queue what is due, start what may start, reap what ended; the runs started."""
+        assert self.id is not None, "start() the service first"
+        now = self.clock()
+        queued = self.store.schedule_due(now)
+        if queued:
+            log.info("queued run(s) %s", queued)
+        if time.monotonic() - self._beat >= HEARTBEAT_S:
+            self.store.service_heartbeat(self.id)
+            released = self.store.release_orphans()
+            if released:
+                log.warning("queued again run(s) %s: the service that claimed them died", released)
+            self._beat = time.monotonic()
+        started = [self._spawn(run) for run in self.store.claim_runs(self.id, now=now)]
+        self._reap()
+        return started
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Tick until ``stop`` is set (or SIGTERM/SIGINT in the main thread); drivers keep running after."""
+        stop = stop or threading.Event()
+        if self.id is None:
+            self.start()
+        with _stop_on_signals(stop):
+            try:
+                while not stop.is_set():
+                    began = time.monotonic()
+                    try:
+                        self.tick()
+                    except Exception:  # the record went away for a moment: the next tick tries again
+                        log.exception("service tick failed; trying again")
+                        stop.wait(1.0)
+                    stop.wait(max(0.0, self.tick_s - (time.monotonic() - began)))
+            finally:
+                self.close()
+
+    def close(self) -> None:
+        """Say this service stopped; its drivers run on, and a later service finds their runs in the record."""
+        if self.id is not None:
+            with contextlib.suppress(Exception):
+                self.store.service_heartbeat(self.id, stopped=True)
+        for child in self.children.values():
+            child.log.close()
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def _spawn(self, run: RunRecord) -> int:
+        env = {**os.environ, "AIRFLOWLESS_DB": self.db_url}
+        env.pop("AIRFLOWLESS_ADDRESS", None)
+        if self.address:
+            env["AIRFLOWLESS_ADDRESS"] = self.address
+        folder = log_dir()
+        output = open(folder / f"run-{run.id}.log", "ab")  # noqa: SIM115 (kept open while the driver runs)
+        os.chmod(output.name, 0o600)
+        process = subprocess.Popen([sys.executable, "-m", "airflowless.service.driver", str(run.id)],
+                                   stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                   start_new_session=True)
+        self.children[run.id] = _Child(run.id, process, output)
+        self.store.set_run_driver(run.id, _driver_of(process.pid))
+        log.info("run %d (%s, %s) started: driver pid %d", run.id, run.pipeline, run.trigger, process.pid)
+        return run.id
+
+    def _reap(self) -> None:
+        for run_id, child in list(self.children.items()):
+            code = child.process.poll()
+            if code is None:
+                continue
+            del self.children[run_id]
+            child.log.close()
+            tail = _tail(Path(child.log.name))
+            if self.store.fail_queued_run(run_id, f"its driver exited with code {code} before it took the run:\n"
+                                                  f"{tail}"):
+                log.warning("run %d failed: its driver exited with code %d before taking it", run_id, code)
+
+
+def _driver_of(pid: int) -> Driver:
+    import socket
+
+    import psutil
+
+    try:
+        started: float | None = psutil.Process(pid).create_time()
+    except psutil.Error:
+        started = None
+    return Driver(socket.gethostname(), pid, started)
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _single_service_lock(store: Store) -> IO[str] | None:
+    """On a SQLite record, a lock file held while this service runs; ConfigError if another holds it."""
+    import fcntl
+
+    url = store.engine.url
+    if url.get_backend_name() != "sqlite":
+        return None
+    if not store.shared:
+        raise ConfigError("the service needs a record other processes can read: a SQLite file or PostgreSQL, "
+                          "not an in-memory SQLite")
+    path = Path(str(url.database) + ".service.lock")
+    handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")  # held for the service's life
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise ConfigError(f"another airflowless service ({holder}) already serves the SQLite record {url.database}; "
+                          "one service per SQLite file. Several services share a PostgreSQL record "
+                          "(AIRFLOWLESS_DB=postgresql://...)") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}")
+    handle.flush()
+    return handle
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,506 @@
+"""The record of the service: pipeline deployments, the queue of runs, pools, backfills, the services.
+
+Used through :class:`~airflowless.store.store.Store` (this is a mixin of it).
+The queue is the ``pipeline_runs`` table itself: a run the service will start
+is written ``queued`` (with what started it: a schedule's tick, a backfill, a
+submission, a manual trigger) and gets its run id at once. Three steps keep
+every due run started exactly once, whatever number of services share the
+record and whenever one is killed:
+
+1. :meth:`ServiceRecords.schedule_due` writes the due intervals' runs and moves
+   the deployments' next due time in one transaction; a unique index on
+   (deployment, interval start, rerun) refuses an interval written twice;
+2. :meth:`ServiceRecords.claim_runs` picks the queued runs that may start now
+   (priority, then age; under each deployment's and backfill's
+   ``max_active_runs`` and each pool's slots) and marks them claimed by the
+   calling service, in one transaction under the record's lock (PostgreSQL:
+   an advisory lock; SQLite: its write lock);
+3. the driver the service starts takes its run with a compare-and-set from
+   ``queued`` to ``running`` (:meth:`ServiceRecords.take_queued_run`): two
+   drivers for one run (a claim given up when its service died, then claimed
+   again) cannot both start it.
+
+A claim whose service died before its driver took the run goes back to the
+queue (:meth:`ServiceRecords.release_orphans`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Engine, and_, or_, select, text
+from sqlalchemy.exc import IntegrityError
+
+from ..errors import ConfigError, ResumeError
+from . import schema
+from .liveness import Driver, driver_alive
+from .records import RunRecord, RunStatus
+
+if TYPE_CHECKING:
+    from ..service.schedules import Schedule
+
+__all__ = ["ServiceRecords", "Trigger", "CATCHUP_LIMIT"]
+
+CATCHUP_LIMIT = 1000
+"""The most intervals one pass of the scheduler writes for one deployment (the rest in the next passes)."""
+
+_QUEUE_LOCK = 7412202  # PostgreSQL advisory lock of the scheduler's and dispatcher's transactions
+
+
+class Trigger:
+    """What started a run the service ran."""
+
+    SCHEDULE = "schedule"
+    BACKFILL = "backfill"
+    SUBMIT = "submit"
+    MANUAL = "manual"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _lock(conn: Connection) -> None:
+    """Serialise the queue's decisions across processes (SQLite's BEGIN IMMEDIATE already does)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text(f"SELECT pg_advisory_xact_lock({_QUEUE_LOCK})"))
+
+
+class ServiceRecords:
+    engine: Engine
+
+    # -- deployments -----------------------------------------------------------
+    def create_pipeline_deployment(self, name: str, *, pipeline: str, target: str, params: dict[str, Any],
+                                   schedule: Schedule | None, catchup: bool = False,
+                                   max_active_runs: int | None = None, priority: int = 0, pool: str | None = None,
+                                   paused: bool = False, replace: bool = False, now: datetime | None = None) -> int:
+        """Record deployment ``name``; :class:`ConfigError` if the name is taken (unless ``replace``)."""
+        now = now or _now()
+        table = schema.pipeline_deployments
+        values = dict(pipeline=pipeline, target=target, params=params,
+                      schedule=schedule.to_json() if schedule else None, catchup=int(catchup),
+                      max_active_runs=max_active_runs, priority=priority, pool=pool, paused=int(paused),
+                      next_due_at=schedule.next_after(now) if schedule else None, broken=None, updated_at=now)
+        with self.engine.begin() as conn:
+            if pool is not None:
+                self._check_pool(conn, pool)
+            found = conn.execute(select(table.c.id).where(table.c.name == name)).scalar()
+            if found is not None:
+                if not replace:
+                    raise ConfigError(f"a deployment named {name!r} exists; choose another name, or replace it "
+                                      "with --replace (its runs stay in the record)")
+                conn.execute(table.update().where(table.c.id == found).values(**values))
+                return int(found)
+            try:
+                result = conn.execute(table.insert().values(name=name, created_at=now, **values))
+            except IntegrityError:
+                raise ConfigError(f"a deployment named {name!r} was just created by someone else") from None
+            return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    def get_pipeline_deployment(self, name: str) -> dict[str, Any]:
+        """Deployment ``name``; :class:`KeyError` naming the ones there are if none has it."""
+        table = schema.pipeline_deployments
+        with self.engine.begin() as conn:
+            row = conn.execute(select(table).where(table.c.name == name)).mappings().first()
+            if row is None:
+                names = conn.execute(select(table.c.name).order_by(table.c.name)).scalars().all()
+                raise KeyError(f"no deployment named {name!r}; there are {list(names) or 'none'} "
+                               "(see `airflowless deployments list`)")
+        return _deployment(row)
+
+    def list_pipeline_deployments(self) -> list[dict[str, Any]]:
+        """Every deployment, by name, with its last runs' states (newest first, at most 10)."""
+        table, runs = schema.pipeline_deployments, schema.pipeline_runs
+        with self.engine.begin() as conn:
+            rows = [_deployment(row) for row in conn.execute(select(table).order_by(table.c.name)).mappings()]
+            for row in rows:
+                last = conn.execute(select(runs.c.id, runs.c.status, runs.c.trigger, runs.c.interval_end)
+                                    .where(runs.c.deployment_id == row["id"])
+                                    .order_by(runs.c.id.desc()).limit(10)).mappings().all()
+                row["last_runs"] = [dict(r) for r in last]
+        return rows
+
+    def set_deployment_paused(self, name: str, paused: bool, *, now: datetime | None = None) -> None:
+        """Pause or unpause ``name``. Unpausing without catch-up moves its next due time past ``now``: the
+        ticks it slept through do not run (with catch-up, they do)."""
+        from ..service.schedules import Schedule
+
+        deployment = self.get_pipeline_deployment(name)
+        table = schema.pipeline_deployments
+        values: dict[str, Any] = {"paused": int(paused), "updated_at": _now()}
+        if not paused and deployment["schedule"] and not deployment["catchup"]:
+            values["next_due_at"] = Schedule.from_json(deployment["schedule"]).next_after(now or _now())
+        with self.engine.begin() as conn:
+            conn.execute(table.update().where(table.c.id == deployment["id"]).values(**values))
+
+    def mark_deployment_broken(self, deployment_id: int, error: str | None) -> None:
+        """Say why the service cannot run a deployment (None: it can again)."""
+        table = schema.pipeline_deployments
+        with self.engine.begin() as conn:
+            conn.execute(table.update().where(table.c.id == deployment_id).values(broken=error, updated_at=_now()))
+
+    # -- pools -----------------------------------------------------------------
+    def set_pool(self, name: str, slots: int) -> None:
+        """Create or resize pool ``name``: at most ``slots`` runs that take it run at once, cluster-wide."""
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
+            raise ConfigError(f"a pool's slots are a whole number from 0 up, got {slots!r}")
+        table = schema.pools
+        with self.engine.begin() as conn:
+            if conn.execute(select(table.c.name).where(table.c.name == name)).first() is None:
+                conn.execute(table.insert().values(name=name, slots=slots, updated_at=_now()))
+            else:
+                conn.execute(table.update().where(table.c.name == name).values(slots=slots, updated_at=_now()))
+
+    def list_pools(self) -> dict[str, dict[str, int]]:
+        """Pool name -> its slots and the runs holding one now."""
+        with self.engine.begin() as conn:
+            slots = {row.name: row.slots for row in conn.execute(select(schema.pools))}
+            used = _active_counts(conn, time.time())[2]
+        return {name: {"slots": n, "used": used.get(name, 0)} for name, n in sorted(slots.items())}
+
+    @staticmethod
+    def _check_pool(conn: Connection, pool: str) -> None:
+        if conn.execute(select(schema.pools.c.name).where(schema.pools.c.name == pool)).first() is None:
+            raise ConfigError(f"no pool named {pool!r}; create it first: airflowless pools set {pool} --slots N")
+
+    # -- the queue -------------------------------------------------------------
+    def enqueue_run(self, pipeline: str, *, target: str, params: dict[str, Any], trigger: str,
+                    deployment_id: int | None = None, priority: int = 0, pool: str | None = None,
+                    interval: tuple[datetime, datetime] | None = None, rerun: int = 0,
+                    backfill_id: int | None = None) -> int:
+        """Queue a run for the service; its id. :class:`ConfigError` if that interval was queued already."""
+        with self.engine.begin() as conn:
+            if pool is not None:
+                self._check_pool(conn, pool)
+            run_id = _insert_queued(conn, pipeline, target=target, params=params, trigger=trigger,
+                                    deployment_id=deployment_id, priority=priority, pool=pool, interval=interval,
+                                    rerun=rerun, backfill_id=backfill_id)
+        if run_id is None:
+            raise ConfigError(f"the interval {interval} of deployment {deployment_id} was queued already")
+        return run_id
+
+    def schedule_due(self, now: datetime) -> list[int]:
+        """Queue a run for each due interval of each unpaused, working deployment; the new runs' ids.
+
+        Without catch-up only the latest due interval runs (after downtime: one
+        run, not one per missed tick); with it, each (at most
+        :data:`CATCHUP_LIMIT` per pass). Each deployment's next due time moves
+        past ``now`` in the same transaction.
+        """
+        from ..service.schedules import Schedule
+
+        table = schema.pipeline_deployments
+        queued: list[int] = []
+        with self.engine.begin() as conn:
+            _lock(conn)
+            due = conn.execute(select(table).where(and_(table.c.next_due_at <= now, table.c.paused == 0,
+                                                        table.c.broken.is_(None)))).mappings().all()
+            for row in due:
+                schedule = Schedule.from_json(row["schedule"])
+                first: datetime = _aware(row["next_due_at"])  # type: ignore[assignment]
+                if row["catchup"]:
+                    ticks = [first, *itertools.islice(schedule.ticks(first, now), CATCHUP_LIMIT)]
+                else:  # the latest tick that is due
+                    ticks = [max(first, schedule.previous(schedule.next_after(now)))]
+                for tick in ticks[:CATCHUP_LIMIT]:
+                    run_id = _insert_queued(conn, row["pipeline"], target=row["target"], params=row["params"],
+                                            trigger=Trigger.SCHEDULE, deployment_id=row["id"],
+                                            priority=row["priority"], pool=row["pool"],
+                                            interval=schedule.interval(tick), rerun=0, backfill_id=None)
+                    if run_id is not None:
+                        queued.append(run_id)
+                later = schedule.next_after(ticks[CATCHUP_LIMIT - 1]) if len(ticks) > CATCHUP_LIMIT \
+                    else schedule.next_after(now)
+                conn.execute(table.update().where(table.c.id == row["id"]).values(next_due_at=later))
+        return queued
+
+    def claim_runs(self, service_id: int, *, now: datetime | None = None, limit: int = 100) -> list[RunRecord]:
+        """The queued runs that may start now, claimed for service ``service_id``; the others say why they wait."""
+        runs, deployments, backfills = schema.pipeline_runs, schema.pipeline_deployments, schema.backfills
+        now = now or _now()
+        claimed: list[RunRecord] = []
+        with self.engine.begin() as conn:
+            _lock(conn)
+            waiting = conn.execute(select(runs).where(and_(runs.c.status == RunStatus.QUEUED,
+                                                           runs.c.claimed_by.is_(None)))
+                                   .order_by(runs.c.priority.desc(), runs.c.id).limit(limit)).mappings().all()
+            if not waiting:
+                return []
+            by_deployment, by_backfill, by_pool = _active_counts(conn, time.time())
+            limits = {row.id: row.max_active_runs for row in conn.execute(
+                select(deployments.c.id, deployments.c.max_active_runs))}
+            backfill_limits = {row.id: row.max_active_runs for row in conn.execute(
+                select(backfills.c.id, backfills.c.max_active_runs).where(backfills.c.status == "running"))}
+            slots = {row.name: row.slots for row in conn.execute(select(schema.pools))}
+            reasons: dict[int, str] = {}
+            for row in waiting:
+                reason = _why_wait(row, by_deployment, by_backfill, by_pool, limits, backfill_limits, slots)
+                if reason is not None:
+                    if row["queue_reason"] != reason:
+                        reasons[row["id"]] = reason
+                    continue
+                conn.execute(runs.update().where(runs.c.id == row["id"])
+                             .values(claimed_by=service_id, claimed_at=now, queue_reason="starting its driver"))
+                if row["backfill_id"] is not None:
+                    by_backfill[row["backfill_id"]] = by_backfill.get(row["backfill_id"], 0) + 1
+                elif row["deployment_id"] is not None:
+                    by_deployment[row["deployment_id"]] = by_deployment.get(row["deployment_id"], 0) + 1
+                if row["pool"] is not None:
+                    by_pool[row["pool"]] = by_pool.get(row["pool"], 0) + 1
+                claimed.append(_record({**row, "claimed_by": service_id, "claimed_at": now}))
+            for run_id, reason in reasons.items():
+                conn.execute(runs.update().where(runs.c.id == run_id).values(queue_reason=reason))
+        return claimed
+
+    def set_run_driver(self, run_id: int, driver: Driver) -> None:
+        """The process the service started to drive queued run ``run_id`` (before it takes the run)."""
+        runs = schema.pipeline_runs
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED)).values(
+                driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started, heartbeat_at=_now()))
+
+    def take_queued_run(self, run_id: int, *, module: str, params: dict[str, Any], driver: Driver,
+                        address: str | None) -> None:
+        """The driver takes queued run ``run_id``: it is ``running`` from now; :class:`ResumeError` if it is
+        not queued any more (cancelled, or another driver took it)."""
+        runs = schema.pipeline_runs
+        now = _now()
+        with self.engine.begin() as conn:
+            taken = conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED))
+                                 .values(status=RunStatus.RUNNING, module=module, params=params, address=address,
+                                         driver_host=driver.host, driver_pid=driver.pid,
+                                         driver_started=driver.started, heartbeat_at=now, queue_reason=None))
+            if taken.rowcount != 1:
+                status = conn.execute(select(runs.c.status).where(runs.c.id == run_id)).scalar()
+                raise ResumeError(f"run {run_id} is {status or 'not in the record'}, not queued: "
+                                  "another driver took it, or it was cancelled")
+
+    def cancel_queued_run(self, run_id: int, reason: str = "cancelled while queued") -> bool:
+        """End run ``run_id`` ``cancelled`` if it is still queued; whether it was."""
+        runs = schema.pipeline_runs
+        with self.engine.begin() as conn:
+            done = conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED))
+                                .values(status=RunStatus.CANCELLED, error=reason, finished_at=_now()))
+        return done.rowcount == 1
+
+    def fail_queued_run(self, run_id: int, error: str) -> bool:
+        """End run ``run_id`` ``failed`` if its driver could not take it (its module fails to load)."""
+        runs = schema.pipeline_runs
+        with self.engine.begin() as conn:
+            done = conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED))
+                                .values(status=RunStatus.FAILED, error=error, finished_at=_now()))
+        return done.rowcount == 1
+
+    def release_orphans(self, *, now: float | None = None) -> list[int]:
+        """Queue again the runs claimed by services that died before a driver took them; their ids."""
+        runs = schema.pipeline_runs
+        now = now or time.time()
+        released: list[int] = []
+        with self.engine.begin() as conn:
+            _lock(conn)
+            claimed = conn.execute(select(runs.c.id, runs.c.claimed_by, runs.c.driver_host, runs.c.driver_pid,
+                                          runs.c.driver_started, runs.c.heartbeat_at)
+                                   .where(and_(runs.c.status == RunStatus.QUEUED, runs.c.claimed_by.is_not(None)))
+                                   ).all()
+            if not claimed:
+                return []
+            alive = _live_services(conn, now)
+            for row in claimed:
+                if row.claimed_by in alive:
+                    continue
+                driver = Driver(row.driver_host, row.driver_pid, row.driver_started)
+                if row.driver_pid is not None and driver_alive(driver, heartbeat_at=row.heartbeat_at, now=now):
+                    continue  # its driver is starting: it takes the run itself
+                conn.execute(runs.update().where(and_(runs.c.id == row.id, runs.c.status == RunStatus.QUEUED))
+                             .values(claimed_by=None, claimed_at=None, driver_host=None, driver_pid=None,
+                                     driver_started=None, queue_reason="queued again: its service died"))
+                released.append(int(row.id))
+        return released
+
+    def queued_runs(self) -> list[RunRecord]:
+        """The runs waiting in the queue, in the order they would start."""
+        runs = schema.pipeline_runs
+        with self.engine.begin() as conn:
+            rows = conn.execute(select(runs).where(runs.c.status == RunStatus.QUEUED)
+                                .order_by(runs.c.priority.desc(), runs.c.id)).mappings().all()
+        return [_record(row) for row in rows]
+
+    # -- backfills -------------------------------------------------------------
+    def create_backfill(self, name: str, start: datetime, end: datetime, *, max_active_runs: int | None = None,
+                        rerun: bool = False) -> tuple[int, list[int]]:
+        """Queue one run per interval of deployment ``name`` ending in ``(start, end]``, oldest first.
+
+        An interval that already has a run that succeeded is left alone unless
+        ``rerun``; one whose run is queued or running is always left alone. The
+        backfill's id and its runs' ids.
+        """
+        from ..service.schedules import Schedule
+
+        if end <= start:
+            raise ConfigError(f"a backfill runs from an earlier date to a later one; got --from {start.isoformat()} "
+                              f"--to {end.isoformat()}")
+        deployment = self.get_pipeline_deployment(name)
+        if deployment["schedule"] is None:
+            raise ConfigError(f"deployment {name!r} has no schedule, so no intervals to backfill; "
+                              "trigger it instead (airflowless deployments trigger)")
+        schedule = Schedule.from_json(deployment["schedule"])
+        ticks = list(schedule.ticks(start, end))
+        if not ticks:
+            raise ConfigError(f"no tick of {schedule.describe()} falls in ({start.isoformat()}, {end.isoformat()}]")
+        runs = schema.pipeline_runs
+        queued: list[int] = []
+        with self.engine.begin() as conn:
+            _lock(conn)
+            backfill_id = int(conn.execute(schema.backfills.insert().values(
+                deployment_id=deployment["id"], start=start, end=end, max_active_runs=max_active_runs,
+                rerun=int(rerun), status="running", created_at=_now())).inserted_primary_key[0])  # type: ignore[index]
+            for tick in ticks:
+                interval = schedule.interval(tick)
+                earlier = conn.execute(select(runs.c.status, runs.c.rerun).where(and_(
+                    runs.c.deployment_id == deployment["id"], runs.c.interval_start == interval[0]))).all()
+                if any(r.status in (RunStatus.QUEUED, RunStatus.RUNNING) for r in earlier):
+                    continue
+                if not rerun and any(r.status == RunStatus.SUCCEEDED for r in earlier):
+                    continue  # done: --rerun runs it again
+                attempt = max((r.rerun or 0 for r in earlier), default=-1) + 1
+                run_id = _insert_queued(conn, deployment["pipeline"], target=deployment["target"],
+                                        params=deployment["params"], trigger=Trigger.BACKFILL,
+                                        deployment_id=deployment["id"], priority=deployment["priority"],
+                                        pool=deployment["pool"], interval=interval, rerun=attempt,
+                                        backfill_id=backfill_id)
+                if run_id is not None:
+                    queued.append(run_id)
+        return backfill_id, queued
+
+    def cancel_backfill(self, backfill_id: int) -> list[int]:
+        """Cancel backfill ``backfill_id``: its queued runs end ``cancelled``; those ids (running ones go on)."""
+        runs = schema.pipeline_runs
+        with self.engine.begin() as conn:
+            ids = conn.execute(select(runs.c.id).where(and_(runs.c.backfill_id == backfill_id,
+                                                            runs.c.status == RunStatus.QUEUED))).scalars().all()
+            conn.execute(schema.backfills.update().where(schema.backfills.c.id == backfill_id).values(status="cancelled"))
+        return [run_id for run_id in ids if self.cancel_queued_run(run_id, "its backfill was cancelled")]
+
+    # -- services --------------------------------------------------------------
+    def register_service(self, driver: Driver, address: str | None) -> int:
+        """Record a service starting (its host, pid, start time); its id."""
+        with self.engine.begin() as conn:
+            result = conn.execute(schema.services.insert().values(
+                host=driver.host, pid=driver.pid, started=driver.started, address=address, heartbeat_at=_now()))
+            return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    def service_heartbeat(self, service_id: int, *, stopped: bool = False) -> None:
+        table = schema.services
+        values: dict[str, Any] = {"heartbeat_at": _now()}
+        if stopped:
+            values["stopped_at"] = _now()
+        with self.engine.begin() as conn:
+            conn.execute(table.update().where(table.c.id == service_id).values(**values))
+
+    def live_services(self) -> list[dict[str, Any]]:
+        table = schema.services
+        with self.engine.begin() as conn:
+            alive = _live_services(conn, time.time())
+            rows = conn.execute(select(table).where(table.c.id.in_(sorted(alive)))).mappings().all()
+        return [dict(row) for row in rows]
+
+
+def _insert_queued(conn: Connection, pipeline: str, *, target: str, params: dict[str, Any], trigger: str,
+                   deployment_id: int | None, priority: int, pool: str | None,
+                   interval: tuple[datetime, datetime] | None, rerun: int, backfill_id: int | None) -> int | None:
+    """Write a queued run; None if its deployment's interval (and rerun) has one already."""
+    values = dict(pipeline=pipeline, module=target, target=target, params=params, status=RunStatus.QUEUED,
+                  created_at=_now(), trigger=trigger, deployment_id=deployment_id, priority=priority, pool=pool,
+                  interval_start=interval[0] if interval else None, interval_end=interval[1] if interval else None,
+                  rerun=rerun, backfill_id=backfill_id, queue_reason="waiting for the service")
+    if interval is not None:
+        runs = schema.pipeline_runs
+        if conn.execute(select(runs.c.id).where(and_(runs.c.deployment_id == deployment_id,
+                                                     runs.c.interval_start == interval[0],
+                                                     runs.c.rerun == rerun))).first() is not None:
+            return None
+    nested = conn.begin_nested()
+    try:
+        result = conn.execute(schema.pipeline_runs.insert().values(**values))
+    except IntegrityError:  # the unique index: another service wrote it first
+        nested.rollback()
+        return None
+    nested.commit()
+    return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
+def _active_counts(conn: Connection, now: float) -> tuple[dict[int, int], dict[int, int], dict[str, int]]:
+    """Runs holding a place now (claimed, or running with a live driver): by deployment (outside
+    backfills), by backfill, by pool."""
+    runs = schema.pipeline_runs
+    rows = conn.execute(select(runs.c.deployment_id, runs.c.backfill_id, runs.c.pool, runs.c.status,
+                               runs.c.driver_host, runs.c.driver_pid, runs.c.driver_started, runs.c.heartbeat_at,
+                               runs.c.created_at)
+                        .where(or_(runs.c.status == RunStatus.RUNNING,
+                                   and_(runs.c.status == RunStatus.QUEUED, runs.c.claimed_by.is_not(None))))).all()
+    by_deployment: dict[int, int] = {}
+    by_backfill: dict[int, int] = {}
+    by_pool: dict[str, int] = {}
+    for row in rows:
+        if row.status == RunStatus.RUNNING and not driver_alive(
+                Driver(row.driver_host, row.driver_pid, row.driver_started),
+                heartbeat_at=_aware(row.heartbeat_at or row.created_at), now=now):
+            continue  # abandoned
+        if row.backfill_id is not None:
+            by_backfill[row.backfill_id] = by_backfill.get(row.backfill_id, 0) + 1
+        elif row.deployment_id is not None:
+            by_deployment[row.deployment_id] = by_deployment.get(row.deployment_id, 0) + 1
+        if row.pool is not None:
+            by_pool[row.pool] = by_pool.get(row.pool, 0) + 1
+    return by_deployment, by_backfill, by_pool
+
+
+def _why_wait(row: Any, by_deployment: dict[int, int], by_backfill: dict[int, int], by_pool: dict[str, int],
+              limits: dict[int, int | None], backfill_limits: dict[int, int | None],
+              slots: dict[str, int]) -> str | None:
+    """Why queued run ``row`` cannot start now, or None."""
+    if row["backfill_id"] is not None:
+        limit = backfill_limits.get(row["backfill_id"])
+        if limit is not None and by_backfill.get(row["backfill_id"], 0) >= limit:
+            return f"its backfill's max_active_runs ({limit}) are running"
+    elif row["deployment_id"] is not None:
+        limit = limits.get(row["deployment_id"])
+        if limit is not None and by_deployment.get(row["deployment_id"], 0) >= limit:
+            return f"its deployment's max_active_runs ({limit}) are running"
+    pool = row["pool"]
+    if pool is not None and by_pool.get(pool, 0) >= slots.get(pool, 0):
+        return f"pool {pool!r} is full ({by_pool.get(pool, 0)} of {slots.get(pool, 0)} slots taken)"
+    return None
+
+
+def _live_services(conn: Connection, now: float) -> set[int]:
+    table = schema.services
+    rows = conn.execute(select(table).where(table.c.stopped_at.is_(None))).mappings().all()
+    return {row["id"] for row in rows
+            if driver_alive(Driver(row["host"], row["pid"], row["started"]), heartbeat_at=_aware(row["heartbeat_at"]),
+                            now=now)}
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    from .store import _aware as aware
+
+    return aware(value)
+
+
+def _deployment(row: Any) -> dict[str, Any]:
+    data = dict(row)
+    for key in ("next_due_at", "created_at", "updated_at"):
+        data[key] = _aware(data[key])
+    data["paused"], data["catchup"] = bool(data["paused"]), bool(data["catchup"])
+    return data
+
+
+def _record(row: Any) -> RunRecord:
+    from .store import Store
+
+    return Store._run(row, [])
+
+

@@ -1,0 +1,123 @@
+"""The service as users run it: a process of its own, drivers as its children, killed and started again.
+
+A deployment every 2 s (catch-up on, one run at a time) and a submission run
+on the session's cluster; the service is SIGKILLed mid-schedule and started
+again; a deployment whose module breaks is marked broken while the service
+goes on. The record must show every interval once, none missed, never two
+runs of the deployment at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflowless.service.deploy import deploy, submit, trigger
+from airflowless.store import RunStatus, open_store
+from tests.support.eventually import eventually
+from tests.support.processes import stop
+
+_MODULE = '''
+import time
+from airflowless import pipeline, stage
+
+@stage
+def work(interval_end: str, seconds: float) -> str:
+    time.sleep(seconds)
+    return interval_end
+
+@pipeline
+def ticking(interval_start: str = "", interval_end: str = "", seconds: float = 0.3):
+    return work(interval_end, seconds)
+'''
+
+
+def _service(db: str, address: str, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "airflowless.cli", "service", "start", "--db", db,
+                             "--address", address, "--tick", "0.1"],
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=dict(os.environ))
+
+
+def _overlaps(spans: list[tuple[float, float]]) -> int:
+    """The most spans that hold at one moment."""
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    most = held = 0
+    for _, step in edges:
+        held += step
+        most = max(most, held)
+    return most
+
+
+@pytest.mark.usefixtures("home")
+def test_the_service_runs_a_schedule_and_a_submission_and_after_a_sigkill_misses_and_doubles_nothing(
+        cluster_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = f"sqlite:///{tmp_path / 'record.db'}"
+    monkeypatch.setenv("AIRFLOWLESS_DB", db)
+    module = tmp_path / "pipelines" / "ticking.py"
+    module.parent.mkdir()
+    module.write_text(_MODULE)
+    broken = tmp_path / "pipelines" / "breaks.py"
+    broken.write_text(_MODULE)
+    store = open_store(db)
+    deploy(str(module), "ticking", every=2, catchup=True, max_active_runs=1, store=store)
+    deploy(str(broken), "breaks", store=store)
+    submitted = submit(str(module), params={"seconds": 0.1}, store=store)
+    address = cluster_client.scheduler.address
+    log = tmp_path / "service.log"
+    first = _service(db, address, log)
+    try:
+        scheduled = lambda: [r for r in store.list_runs(limit=500) if r.trigger == "schedule"]  # noqa: E731
+        eventually(lambda: sum(r.status == RunStatus.SUCCEEDED for r in scheduled()) >= 3, timeout=90,
+                   message=lambda: log.read_text()[-3000:])
+        eventually(lambda: store.get_run(submitted).status == RunStatus.SUCCEEDED, timeout=60)
+
+        # a second service on the same SQLite record is refused, with what to do
+        second = subprocess.run([sys.executable, "-m", "airflowless.cli", "service", "start", "--db", db],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert "already serves the SQLite record" in second.stderr and "PostgreSQL" in second.stderr
+
+        # the deployment's module breaks: its run fails with the error, the deployment says so, the service goes on
+        broken.write_text("raise ImportError('the feature store moved')\n")
+        failed = trigger("breaks", store=store)
+        eventually(lambda: store.get_run(failed).status == RunStatus.FAILED, timeout=60)
+        assert "the feature store moved" in (store.get_run(failed).error or "")
+        assert "the feature store moved" in (store.get_pipeline_deployment("breaks")["broken"] or "")
+
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        killed_at = time.time()
+        time.sleep(4)  # two ticks due while no service runs
+        first = _service(db, address, log)
+        eventually(lambda: any(r.status == RunStatus.SUCCEEDED and r.interval_end.timestamp() > killed_at + 6
+                               for r in scheduled()), timeout=90, message=lambda: log.read_text()[-3000:])
+    finally:
+        stop(first)
+    # drivers outlive their service: let those in flight end
+    eventually(lambda: not any(r.status == RunStatus.RUNNING for r in store.list_runs(limit=500)), timeout=60)
+
+    runs = sorted(scheduled(), key=lambda r: r.interval_end)
+    ends = [r.interval_end for r in runs]
+    assert len(set(ends)) == len(ends), "an interval ran twice"
+    assert all(b - a == timedelta(seconds=2) for a, b in zip(ends, ends[1:], strict=False)), f"a gap: {ends}"
+    assert all(r.interval_start == r.interval_end - timedelta(seconds=2) for r in runs)
+    done = [r for r in runs if r.status == RunStatus.SUCCEEDED]
+    assert {r.status for r in runs} <= {RunStatus.SUCCEEDED, RunStatus.QUEUED}
+    spans = []
+    for run in done:
+        stage = store.get_run(run.id).stage("work")
+        assert stage.output_summary and run.interval_end.isoformat() in stage.output_summary
+        assert stage.started_at is not None and stage.finished_at is not None
+        spans.append((stage.started_at.timestamp(), stage.finished_at.timestamp()))
+    assert _overlaps(spans) == 1, "two runs of a max_active_runs=1 deployment at once"
+    driver_log = (Path(os.environ["AIRFLOWLESS_HOME"]) / "service" / "logs" / f"run-{done[0].id}.log").read_text()
+    assert f"driver of run {done[0].id}" in driver_log and "work: succeeded" in driver_log
+    store.close()
