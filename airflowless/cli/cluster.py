@@ -34,9 +34,11 @@ def cluster() -> None:
 @click.option("--adapt", default=None, metavar="MIN:MAX",
               help="Add and retire workers between MIN and MAX as ranks, trials and stages wait "
                    "(instead of --workers).")
+@click.option("--no-service", is_flag=True,
+              help="Do not start the airflowless service (which runs deployments and submissions) beside it.")
 def up(workers: int, threads: int, port: int, dashboard_port: int | None, host: str,
        resources: str | None, use_tls: bool, tls_dir: str | None, tls_hosts: tuple[str, ...],
-       adapt: str | None) -> None:
+       adapt: str | None, no_service: bool) -> None:
     """Start a scheduler and WORKERS workers; print the address to use.
 
     With --tls every port (scheduler, workers, dashboards) requires a
@@ -45,7 +47,13 @@ def up(workers: int, threads: int, port: int, dashboard_port: int | None, host: 
     client-key.pem.
     """
     from ..errors import AirflowlessError
-    from ..runtime.processes import is_alive, load_state, save_state, start_process_cluster
+    from ..runtime.processes import (
+        is_alive,
+        load_state,
+        save_state,
+        start_process_cluster,
+        start_service,
+    )
 
     existing = load_state()
     if existing is not None and is_alive(existing.scheduler_pid):
@@ -65,6 +73,12 @@ def up(workers: int, threads: int, port: int, dashboard_port: int | None, host: 
     except AirflowlessError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    service_error = None
+    if not no_service:
+        try:
+            started = start_service(started)
+        except AirflowlessError as exc:  # the cluster is up: say why the service is not, and go on
+            service_error = str(exc)
     path = save_state(started)
     click.echo(f"scheduler  {started.address}")
     click.echo(f"dashboard  {started.dashboard_link}")
@@ -77,6 +91,11 @@ def up(workers: int, threads: int, port: int, dashboard_port: int | None, host: 
 
     where = "AIRFLOWLESS_TOKEN" if get_settings().token else f"the token in {_token_file(started.dashboard_link)}"
     click.echo(f"pages      {pages}   (actions need {where})")
+    if started.service_pid is not None:
+        click.echo(f"service    pid {started.service_pid}, runs deployments and submissions "
+                   f"(log {started.log_dir}/service.log)")
+    elif service_error is not None:
+        click.echo(f"service    not started: {service_error}", err=True)
     if started.tls_dir:
         click.echo(f"tls        certificates in {started.tls_dir} (drivers need ca.pem, client.pem, client-key.pem)")
         click.echo(f"use it:    export AIRFLOWLESS_ADDRESS={started.address} AIRFLOWLESS_TLS_DIR={started.tls_dir}"
@@ -126,7 +145,10 @@ def status() -> None:
         workers = (f"{count} worker{'' if count == 1 else 's'} ({bounds})" if count is not None else
                    f"workers unknown ({bounds}): the scheduler's process is running but the scheduler did not "
                    f"answer within {_STATUS_TIMEOUT:g} s; see {existing.log_dir}/scheduler.log")
-    click.echo(f"up at {existing.address}, {workers}, dashboard {existing.dashboard_link}")
+    service = ""
+    if existing.service_pid is not None:
+        service = f", service pid {existing.service_pid} {'up' if is_alive(existing.service_pid) else 'gone'}"
+    click.echo(f"up at {existing.address}, {workers}, dashboard {existing.dashboard_link}{service}")
 
 
 def _token_file(dashboard_link: str) -> Path:

@@ -89,6 +89,7 @@ class ProcessCluster:
     log_dir: str
     tls_dir: str | None = None  # the certificates, when the cluster runs on TLS
     adaptive: tuple[int, int] | None = None  # (minimum, maximum) workers of an adaptive cluster (no worker pids)
+    service_pid: int | None = None  # the airflowless service started beside the scheduler (its own group)
 
     def to_json(self) -> str:
         """This cluster as a JSON object (the format of the state file)."""
@@ -107,6 +108,7 @@ class ProcessCluster:
                 log_dir=str(data["log_dir"]),
                 tls_dir=str(data["tls_dir"]) if data.get("tls_dir") else None,
                 adaptive=_bounds(data.get("adaptive")),
+                service_pid=int(data["service_pid"]) if data.get("service_pid") else None,
             )
         except (ValueError, TypeError, KeyError) as exc:
             raise ClusterError(
@@ -292,6 +294,10 @@ def stop_process_cluster(cluster: ProcessCluster, *, timeout: float = 10.0) -> N
 
     Processes already gone are skipped; this never raises for them.
     """
+    if cluster.service_pid is not None:  # first: it starts runs on the cluster (the runs it started go on)
+        _signal_groups([cluster.service_pid], signal.SIGTERM)
+        if not _wait_gone([cluster.service_pid], time.monotonic() + timeout / 2):
+            _signal_groups([cluster.service_pid], signal.SIGKILL)
     groups = [*cluster.worker_pids, cluster.scheduler_pid]
     _signal_groups(cluster.worker_pids, signal.SIGTERM)
     # The scheduler closes last, so workers can say goodbye instead of reconnecting.
@@ -438,6 +444,36 @@ def _log_folder(log_dir: str | Path | None) -> Path:
     return private_folder(log_dir)
 
 
+def start_service(cluster: ProcessCluster, *, db: str | None = None) -> ProcessCluster:
+    """Start ``airflowless service start`` beside ``cluster`` (its drivers join it); the cluster with its pid.
+
+    :class:`ClusterError` with the end of its log if it exits at once (another service on a SQLite record).
+    """
+    import dataclasses
+    import sys
+
+    env = dict(os.environ)
+    env["AIRFLOWLESS_ADDRESS"] = cluster.address
+    if cluster.tls_dir:
+        env["AIRFLOWLESS_TLS_DIR"] = cluster.tls_dir
+    args = [sys.executable, "-m", "airflowless.cli", "service", "start", "--address", cluster.address]
+    if db:
+        args += ["--db", db]
+    log_path = Path(cluster.log_dir) / "service.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    _launched[proc.pid] = proc
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:  # up once it says so; gone if it refused to start
+        if proc.poll() is not None:
+            raise ClusterError(f"the service did not start:\n{log_path.read_text(errors='replace')[-2000:]}")
+        if "running on the record" in log_path.read_text(errors="replace"):
+            break
+        time.sleep(0.1)
+    return dataclasses.replace(cluster, service_pid=proc.pid)
+
+
 def _flags(**options: object) -> list[str]:
     """``--some-option value`` pairs for a Dask command line."""
     return [
@@ -552,7 +588,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _is_ours(pid: int) -> bool:
-    """Whether ``pid`` is a live Dask process, not a stranger that reused a stale pid."""
+    """Whether ``pid`` is a live Dask process (or the service), not a stranger that reused a stale pid."""
     if not is_alive(pid):
         return _group_alive(pid)
     try:
@@ -561,7 +597,8 @@ def _is_ours(pid: int) -> bool:
         return not Path("/proc/self").exists()
     except OSError:
         return False
-    return b"distributed" in cmdline or b"dask" in cmdline or b"airflowless.runtime.adaptive_main" in cmdline
+    return (b"distributed" in cmdline or b"dask" in cmdline or b"airflowless.runtime.adaptive_main" in cmdline
+            or b"airflowless.cli\x00service\x00start" in cmdline)
 
 
 def _reap(pid: int) -> None:

@@ -337,7 +337,21 @@ def test_cluster_up_status_run_down(env: dict[str, str], demo: Path, home: Path,
             store.close()
         listed = cli("runs", "list", "--db", db, env=env)
         assert re.findall(r"│ (\d+)\s+│ demo", listed.stdout) == ["3", "2", "1"], listed.stdout
-        assert not (home / "airflowless.db").exists()  # --db was used, not the default store
+        default = open_store(f"sqlite:///{home / 'airflowless.db'}")  # the service's record (cluster up's default)
+        try:
+            assert default.list_runs() == []  # --db was used, not the default store
+
+            # the service cluster up started runs a submission on the cluster, without this process
+            assert state.service_pid is not None and is_alive(state.service_pid)
+            pids.append(state.service_pid)
+            submitted = cli("submit", str(demo), "-p", "n=6", env=env)
+            assert submitted.returncode == 0, _show(submitted)
+            run_id = int(submitted.stdout.strip())
+            eventually(lambda: default.get_run(run_id).status == RunStatus.SUCCEEDED, timeout=60,
+                       message=lambda: (Path(state.log_dir) / "service.log").read_text()[-2000:])
+            assert default.get_run(run_id).address == address and default.get_run(run_id).trigger == "submit"
+        finally:
+            default.close()
 
         down = cli("cluster", "down", env=env)
         assert down.returncode == 0, _show(down)
