@@ -1,9 +1,9 @@
-"""``airflowless runs``: read the record of pipeline runs."""
+"""``airflowless runs``: read the record of pipeline runs, follow their logs, cancel them."""
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -86,6 +86,10 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
     except KeyError as exc:
         click.echo(f"error: {exc.args[0]}", err=True)
         sys.exit(2)
+    if not stage and record.trigger is not None:  # started by the service: its driver's output first
+        _driver_log(store, run_id, follow)
+        if follow:
+            return
     if follow and not stage:
         click.echo("error: --follow follows one stage; name it, e.g. `airflowless runs logs "
                    f"{run_id} {record.stages[0].node if record.stages else 'STAGE'} --follow`", err=True)
@@ -114,6 +118,76 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
             if one.status not in StageStatus.UNSETTLED or run.status != RunStatus.RUNNING:
                 break
             time.sleep(0.5)
+
+
+def _driver_log(store: Store, run_id: int, follow: bool) -> None:
+    """The output of the driver the service started for run ``run_id`` (until the run ends, with ``follow``)."""
+    import time
+
+    from ..service.service import log_path
+    from ..store import RunStatus
+
+    path, offset = log_path(run_id), 0
+    click.echo(f"== driver (started by the service; {path}) ==")
+    while True:
+        status = store.get_run(run_id).status
+        if path.exists():
+            with path.open("rb") as log:
+                log.seek(offset)
+                data = log.read()
+            offset += len(data)
+            click.echo(data.decode("utf-8", "replace"), nl=False)
+        elif not follow:
+            click.echo(f"(no log here: the run is {status}; a service on another machine keeps its drivers' logs)")
+        if not follow or status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+            return
+        time.sleep(0.5)
+
+
+@runs.command("cancel")
+@click.argument("run_id", type=int)
+@click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
+def cancel_run(run_id: int, db: str | None) -> None:
+    """Cancel a queued run, or ask a running run's driver to stop it (as Ctrl-C would: stages cancelled)."""
+    from ..store import RunStatus
+
+    store = _open(db)
+    try:
+        record = store.get_run(run_id)
+    except KeyError as exc:
+        click.echo(f"error: {exc.args[0]}", err=True)
+        sys.exit(2)
+    if record.status == RunStatus.QUEUED and store.cancel_queued_run(run_id, "cancelled by `airflowless runs cancel`"):
+        click.echo(f"run {run_id} cancelled (it was queued)")
+        return
+    record = store.get_run(run_id)
+    if record.status != RunStatus.RUNNING:
+        click.echo(f"error: run {run_id} has already ended ({record.status}); only a queued or running run can be "
+                   "cancelled", err=True)
+        sys.exit(1)
+    if not _signal_driver(record):
+        click.echo(f"error: the driver of run {run_id} (pid {record.driver_pid} on {record.driver_host}) is not on "
+                   "this machine; cancel it from the run's page or the REST API, which reach it through the "
+                   "scheduler", err=True)
+        sys.exit(1)
+    click.echo(f"asked the driver of run {run_id} (pid {record.driver_pid}) to cancel it")
+
+
+def _signal_driver(record: Any) -> bool:
+    """SIGINT to the run's driver if it runs on this machine (it cancels the run as on Ctrl-C); whether sent."""
+    import os
+    import signal
+    import socket
+
+    from ..store.liveness import Driver, driver_alive
+
+    driver = Driver(record.driver_host, record.driver_pid, record.driver_started)
+    if record.driver_pid is None or record.driver_host != socket.gethostname():
+        return False
+    if not driver_alive(driver, heartbeat_at=None, now=0.0):
+        return False
+    os.kill(record.driver_pid, signal.SIGINT)
+    return True
 
 
 def _attempt_logs(node: str, latest: str | None, attempts: int) -> list[tuple[int, str]]:

@@ -121,3 +121,42 @@ def test_the_service_runs_a_schedule_and_a_submission_and_after_a_sigkill_misses
     driver_log = (Path(os.environ["AIRFLOWLESS_HOME"]) / "service" / "logs" / f"run-{done[0].id}.log").read_text()
     assert f"driver of run {done[0].id}" in driver_log and "work: succeeded" in driver_log
     store.close()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "airflowless.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ))
+
+
+@pytest.mark.usefixtures("home")
+def test_runs_waiting_in_a_full_pool_say_why_and_queued_or_running_runs_are_cancelled_from_the_cli(
+        cluster_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = f"sqlite:///{tmp_path / 'record.db'}"
+    monkeypatch.setenv("AIRFLOWLESS_DB", db)
+    module = tmp_path / "ticking.py"
+    module.write_text(_MODULE)
+    store = open_store(db)
+    store.set_pool("closed", 0)
+    waiting = submit(str(module), pool="closed", store=store)
+    long = submit(str(module), params={"seconds": 120.0}, store=store)
+    service = _service(db, cluster_client.scheduler.address, tmp_path / "service.log")
+    try:
+        eventually(lambda: store.get_run(long).stages and store.get_run(long).stage("work").status == "running",
+                   timeout=60, message=lambda: (tmp_path / "service.log").read_text()[-2000:])
+        shown = _cli("runs", "show", str(waiting))
+        assert "queued: pool 'closed' is full (0 of 0 slots taken)" in shown.stdout, shown.stdout + shown.stderr
+        cancelled = _cli("runs", "cancel", str(waiting))
+        assert cancelled.returncode == 0 and "cancelled (it was queued)" in cancelled.stdout
+        assert store.get_run(waiting).status == RunStatus.CANCELLED
+
+        asked = _cli("runs", "cancel", str(long))
+        assert asked.returncode == 0, asked.stderr
+        followed = _cli("runs", "logs", str(long), "--follow")  # returns once the run has ended
+        assert store.get_run(long).status == RunStatus.CANCELLED
+        assert store.get_run(long).stage("work").status == "cancelled"
+        assert f"driver of run {long}" in followed.stdout and "work: started" in followed.stdout
+        again = _cli("runs", "cancel", str(long))
+        assert again.returncode == 1 and "has already ended (cancelled)" in again.stderr
+    finally:
+        stop(service)
+    store.close()
