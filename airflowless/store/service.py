@@ -218,15 +218,18 @@ class ServiceRecords:
         return queued
 
     def claim_runs(self, service_id: int, *, now: datetime | None = None, limit: int = 100) -> list[RunRecord]:
-        """The queued runs that may start now, claimed for service ``service_id``; the others say why they wait."""
+        """The queued runs that may start now (at most ``limit``), claimed for service ``service_id``; the
+        others say why they wait. Every queued run is considered, so runs held by a full pool or a limit
+        never block those behind them."""
         runs, deployments, backfills = schema.pipeline_runs, schema.pipeline_deployments, schema.backfills
         now = now or _now()
-        claimed: list[RunRecord] = []
+        claimed: list[int] = []
         with self.engine.begin() as conn:
             _lock(conn)
-            waiting = conn.execute(select(runs).where(and_(runs.c.status == RunStatus.QUEUED,
-                                                           runs.c.claimed_by.is_(None)))
-                                   .order_by(runs.c.priority.desc(), runs.c.id).limit(limit)).mappings().all()
+            waiting = conn.execute(select(runs.c.id, runs.c.deployment_id, runs.c.backfill_id, runs.c.pool,
+                                          runs.c.queue_reason)
+                                   .where(and_(runs.c.status == RunStatus.QUEUED, runs.c.claimed_by.is_(None)))
+                                   .order_by(runs.c.priority.desc(), runs.c.id)).mappings().all()
             if not waiting:
                 return []
             by_deployment, by_backfill, by_pool = _active_counts(conn, time.time())
@@ -237,6 +240,8 @@ class ServiceRecords:
             slots = {row.name: row.slots for row in conn.execute(select(schema.pools))}
             reasons: dict[int, str] = {}
             for row in waiting:
+                if len(claimed) >= limit:
+                    break
                 reason = _why_wait(row, by_deployment, by_backfill, by_pool, limits, backfill_limits, slots)
                 if reason is not None:
                     if row["queue_reason"] != reason:
@@ -250,10 +255,12 @@ class ServiceRecords:
                     by_deployment[row["deployment_id"]] = by_deployment.get(row["deployment_id"], 0) + 1
                 if row["pool"] is not None:
                     by_pool[row["pool"]] = by_pool.get(row["pool"], 0) + 1
-                claimed.append(_record({**row, "claimed_by": service_id, "claimed_at": now}))
+                claimed.append(row["id"])
             for run_id, reason in reasons.items():
                 conn.execute(runs.update().where(runs.c.id == run_id).values(queue_reason=reason))
-        return claimed
+            rows = conn.execute(select(runs).where(runs.c.id.in_(claimed))).mappings().all() if claimed else []
+        found = {row["id"]: _record(row) for row in rows}
+        return [found[run_id] for run_id in claimed]
 
     def set_run_driver(self, run_id: int, driver: Driver) -> None:
         """The process the service started to drive queued run ``run_id`` (before it takes the run)."""

@@ -100,6 +100,15 @@ def test_claims_keep_max_active_runs_pools_and_priorities(db: Store) -> None:
     assert one_at_a_time
 
 
+def test_runs_held_by_a_full_pool_do_not_block_the_runs_behind_them(db: Store) -> None:
+    service = db.register_service(this_driver(), None)
+    db.set_pool("closed", 0)
+    held = [db.enqueue_run("p", target="t", params={}, trigger="submit", pool="closed") for _ in range(5)]
+    free = db.enqueue_run("p", target="t", params={}, trigger="submit")
+    assert [r.id for r in db.claim_runs(service, limit=1)] == [free]
+    assert {r.id for r in db.queued_runs() if r.claimed_by is None} == set(held)
+
+
 def test_a_run_whose_driver_died_frees_its_place(db: Store) -> None:
     service = db.register_service(this_driver(), None)
     _deploy(db, "one", max_active_runs=1, catchup=True)
