@@ -131,15 +131,18 @@ def _int_id(value: Any, what: str) -> int:
 
 
 async def cancel_run(ctx: ControlContext, run_id: Any) -> dict[str, Any]:
-    """Cancel a running pipeline run: its driver stops it as on SIGINT (run and stages ``cancelled``).
+    """Cancel a queued run (in the record: its driver will not start it), or a running one: its driver
+    stops it as on SIGINT (run and stages ``cancelled``).
 
     NotFound: no such run; Conflict: it has finished; Unavailable: no live driver.
     """
     from ..store.records import RunStatus
 
-    _scheduler(ctx)
     run_id = _int_id(run_id, "run")
     store = ctx.store()
+    if await _read(ctx, lambda: store.cancel_queued_run(run_id, "cancelled from the control plane")):
+        return {"run_id": run_id, "action": "cancel", "accepted": True, "drivers": 0, "was": RunStatus.QUEUED}
+    _scheduler(ctx)
 
     def read() -> Any:
         try:

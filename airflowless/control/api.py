@@ -274,6 +274,7 @@ class Unknown(ApiHandler):
 
 def routes(ctx: ControlContext) -> list[tuple[str, type[web.RequestHandler], dict[str, Any]]]:
     """The API's tornado routes, all bound to ``ctx``."""
+    from . import service_api
     table: list[tuple[str, type[ApiHandler]]] = [
         ("runs", Runs),
         ("runs/([^/]+)", Run),
@@ -289,6 +290,7 @@ def routes(ctx: ControlContext) -> list[tuple[str, type[web.RequestHandler], dic
         ("deployments", Deployments),
         ("deployments/([^/]+)/([^/]+)/scale", ScaleDeployment),
         ("live/(data|serve)", Live),
+        *service_api.routes(),
         ("openapi.json", OpenApi),
         ("(?:/.*)?", Unknown),
     ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["ApiError", "BadRequest", "Conflict", "Forbidden", "NotFound", "TooLarge", "Unauthorized", "Unavailable"]
+__all__ = ["ApiError", "BadRequest", "Conflict", "Forbidden", "NotFound", "TooLarge", "Unauthorized", "Unavailable",
+           "Unprocessable"]
 
 
 class ApiError(Exception):
@@ -33,6 +34,12 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     status = 409
+
+
+class Unprocessable(ApiError):
+    """Well-formed, but not what the target takes (a parameter the pipeline does not take, a bad schedule)."""
+
+    status = 422
 
 
 class TooLarge(ApiError):

@@ -9,6 +9,8 @@ distributed's ``/metrics`` serves prometheus_client's default registry;
   ``airflowless_stage_runs_total{pipeline,stage,outcome}`` and the histogram
   ``airflowless_stage_duration_seconds{pipeline,stage,outcome}``;
   ``airflowless_trials{experiment,state}`` for the latest experiments;
+- from the record, the service's ``airflowless_queued_runs``, ``airflowless_service_runs{trigger,status}``
+  and the histogram ``airflowless_schedule_lag_seconds`` (due time to first stage);
 - from the live data feed (:mod:`.live`): ``airflowless_dataset_rows`` and
   ``airflowless_dataset_bytes{dataset,operator}`` of the latest executions,
   ``airflowless_dataset_in_flight_bytes`` and ``airflowless_dataset_budget_bytes``;
@@ -115,7 +117,7 @@ class AirflowlessCollector:
         try:
             with contextlib.suppress(Exception):  # no store, or unreachable: those metrics are left out
                 store = self.ctx.store()
-                families = [*_stage_metrics(store), _trial_metrics(store)]
+                families = [*_stage_metrics(store), _trial_metrics(store), *_service_metrics(store)]
             self._cache = (time.monotonic(), url, families)
         finally:
             with _lock:
@@ -151,6 +153,45 @@ def _stage_metrics(store: Any) -> list[Any]:
     for key, values in sorted(timed.items()):
         durations.add_metric(list(key), _buckets(values, STAGE_BUCKETS), sum_value=sum(values))
     return [total, durations]
+
+
+LAG_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+RUN_WINDOW = 1_000
+
+
+def _service_metrics(store: Any) -> list[Any]:
+    """The service's queue, its runs by trigger, and its schedule lag (due time to the first stage started)."""
+    from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+    from sqlalchemy import desc, func, select
+
+    from ..store import schema
+    from ..store.records import RunStatus
+
+    runs, stages = schema.pipeline_runs, schema.stage_runs
+    with store.engine.begin() as conn:
+        latest = conn.execute(select(runs.c.id, runs.c.trigger, runs.c.status, runs.c.interval_end)
+                              .where(runs.c.trigger.is_not(None)).order_by(desc(runs.c.id)).limit(RUN_WINDOW)).all()
+        scheduled = [row.id for row in latest if row.trigger == "schedule" and row.interval_end is not None]
+        first_stage = dict(conn.execute(select(stages.c.run_id, func.min(stages.c.started_at))
+                                        .where(stages.c.run_id.in_(scheduled)).group_by(stages.c.run_id)).all()
+                           ) if scheduled else {}
+    queued = GaugeMetricFamily("airflowless_queued_runs", "Runs waiting in the service's queue")
+    queued.add_metric([], float(sum(row.status == RunStatus.QUEUED for row in latest)))
+    by_trigger: dict[tuple[str, str], int] = {}
+    for row in latest:
+        by_trigger[(str(row.trigger), str(row.status))] = by_trigger.get((str(row.trigger), str(row.status)), 0) + 1
+    counted = GaugeMetricFamily("airflowless_service_runs", f"The service's latest {RUN_WINDOW} runs, by what "
+                                "started them and their state", labels=["trigger", "status"])
+    for key, count in sorted(by_trigger.items()):
+        counted.add_metric(list(key), float(count))
+    from ..store.store import _aware
+
+    lags = [(_aware(first_stage[row.id]) - _aware(row.interval_end)).total_seconds()  # type: ignore[operator]
+            for row in latest if row.id in first_stage and first_stage[row.id] is not None]
+    lag = HistogramMetricFamily("airflowless_schedule_lag_seconds", "From a scheduled run's due time to its first "
+                                "stage starting")
+    lag.add_metric([], _buckets(lags, LAG_BUCKETS), sum_value=sum(lags))
+    return [queued, counted, lag]
 
 
 def _buckets(values: list[float], bounds: tuple[float, ...]) -> list[tuple[str, float]]:

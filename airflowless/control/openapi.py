@@ -85,6 +85,15 @@ def _action(summary: str, *parameters: dict[str, Any], body: dict[str, Any] | No
     return {"post": operation}
 
 
+def _service_action(summary: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    item = _action(summary, _text("name", "the deployment's name"), body=body)
+    item["post"]["responses"]["422"] = {"description": "not what the deployment takes (a parameter, a range)",
+                                        "content": {"application/json": {"schema": _ERROR}}}
+    if body is not None:
+        item["post"]["requestBody"]["required"] = False
+    return item
+
+
 def document(prefix: str = "") -> dict[str, Any]:
     """The OpenAPI 3.0 document (a new dict each call); ``prefix``: the path the API is mounted under.
 
@@ -98,7 +107,7 @@ def document(prefix: str = "") -> dict[str, Any]:
         "/runs": _read("The latest pipeline runs, newest first", _limit(50)),
         "/runs/{run_id}": _read("One run with its stages: state, attempts, duration, cache hit, error, traceback",
                                 run, found=True),
-        "/runs/{run_id}/cancel": _action("Cancel a running pipeline run", run),
+        "/runs/{run_id}/cancel": _action("Cancel a queued or running pipeline run", run),
         "/experiments": _read("The latest experiments (Tuner searches, Trainer fits) with trial counts",
                               _limit(50)),
         "/experiments/{experiment_id}": _read("One experiment with its trials: config, status, last metrics",
@@ -126,6 +135,23 @@ def document(prefix: str = "") -> dict[str, Any]:
             _text("deployment", "the deployment's name"),
             body={"type": "object", "required": ["replicas"],
                   "properties": {"replicas": {"type": "integer", "minimum": 0}}}),
+        "/pipeline-deployments": _read("The service's pipeline deployments: schedule, next due time, paused, "
+                                       "broken (with why), their last runs"),
+        "/pipeline-deployments/{name}": _read("One pipeline deployment", _text("name", "the deployment's name"),
+                                              found=True),
+        "/pipeline-deployments/{name}/trigger": _service_action(
+            "Queue one run of the deployment now (422 names a parameter the pipeline does not take or of the "
+            "wrong type)",
+            {"type": "object", "properties": {"params": {"type": "object", "additionalProperties": True}}}),
+        "/pipeline-deployments/{name}/pause": _service_action("Stop scheduling the deployment", None),
+        "/pipeline-deployments/{name}/unpause": _service_action("Schedule the deployment again", None),
+        "/pipeline-deployments/{name}/backfill": _service_action(
+            "Queue one run per interval of the deployment's schedule in (start, end], oldest first",
+            {"type": "object", "required": ["start", "end"],
+             "properties": {"start": {"type": "string", "format": "date-time"},
+                            "end": {"type": "string", "format": "date-time"},
+                            "max_active_runs": {"type": "integer", "minimum": 1}, "rerun": {"type": "boolean"}}}),
+        "/queue": _read("The queued runs in the order they would start, why each waits, and the pools"),
         "/live/data": _read("What the Data executor running now reports (operators, rows, bytes in flight)"),
         "/live/serve": _read("What serve running now reports (replicas, requests/s, latency, queues)"),
         "/openapi.json": _read("This document"),

@@ -96,15 +96,17 @@ def submit(target: str | Pipeline, *, params: dict[str, Any] | None = None, prio
                           pool=pool)
 
 
-def trigger(name: str, *, params: dict[str, Any] | None = None, store: Store | None = None) -> int:
-    """Queue one run of deployment ``name`` now (its parameters, overridden by ``params``); its run id."""
+def trigger(name: str, *, params: dict[str, Any] | None = None, store: Store | None = None,
+            checked: bool = False) -> int:
+    """Queue one run of deployment ``name`` now (its parameters, overridden by ``params``, which are checked
+    against the pipeline unless ``checked`` says the caller did); its run id."""
     from ..store import open_store
     from ..store.service import Trigger
 
     db = store or open_store()
     deployment = db.get_pipeline_deployment(name)
     merged = {**deployment["params"], **(params or {})}
-    if params:
+    if params and not checked:
         _, pipe = _resolve(deployment["target"])
         merged = checked_params(pipe, merged, scheduled=False)
     return db.enqueue_run(deployment["pipeline"], target=deployment["target"], params=merged,

@@ -99,3 +99,31 @@ def test_registering_twice_keeps_one_collector(control: ControlContext) -> None:
     first = metrics.register(control)
     assert metrics.register(control) is first
     assert sum(1 for c in REGISTRY._collector_to_names if isinstance(c, metrics.AirflowlessCollector)) == 1
+
+
+def test_the_service_metrics_count_the_queue_runs_by_trigger_and_the_schedule_lag(tmp_path: Path) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from airflowless.service.schedules import Schedule
+    from airflowless.store import open_store
+    from airflowless.store.liveness import this_driver
+
+    store = open_store(f"sqlite:///{tmp_path / 'record.db'}")
+    t0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    store.create_pipeline_deployment("every-minute", pipeline="p", target="t", params={},
+                                     schedule=Schedule.parse(every=60), now=t0)
+    (scheduled,) = store.schedule_due(t0 + timedelta(seconds=61))
+    store.take_queued_run(scheduled, module="m", params={}, driver=this_driver(), address=None)
+    store.add_stages(scheduled, [{"node": "a", "stage": "a", "upstream": [], "cache_key": "k", "status": "running",
+                                  "started_at": t0 + timedelta(seconds=60.4)}])
+    store.enqueue_run("p", target="t", params={}, trigger="submit")
+    families = {family.name: family for family in metrics._service_metrics(store)}
+    assert [s.value for s in families["airflowless_queued_runs"].samples] == [1.0]
+    assert {(s.labels["trigger"], s.labels["status"]): s.value for s in families["airflowless_service_runs"].samples
+            } == {("schedule", "running"): 1.0, ("submit", "queued"): 1.0}
+    lag = {s.name: s for s in families["airflowless_schedule_lag_seconds"].samples}
+    assert lag["airflowless_schedule_lag_seconds_count"].value == 1
+    assert abs(lag["airflowless_schedule_lag_seconds_sum"].value - 0.4) < 0.01
+    assert [s.value for s in families["airflowless_schedule_lag_seconds"].samples
+            if s.labels.get("le") == "0.5"] == [1.0]
+    store.close()

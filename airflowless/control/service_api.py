@@ -1,0 +1,128 @@
+"""The service's routes of the REST API: pipeline deployments, their actions, the queue.
+
+These read and write the record only (the service, wherever it runs, acts on
+it within a tick), so they work on a scheduler's dashboard and under
+``airflowless ui`` alike. Actions need the cluster's token, as every POST does.
+A trigger's parameters are checked against the pipeline in a child process
+(:mod:`airflowless.service.check`): a bad one is a 422 that names it.
+
+================================================  ====  =================================================
+route (under ``/airflowless/api/v1``)             verb  what
+================================================  ====  =================================================
+``pipeline-deployments``                          GET   every deployment: schedule, next due, paused,
+                                                        broken, its last runs
+``pipeline-deployments/{name}``                   GET   one deployment
+``pipeline-deployments/{name}/trigger``           POST  queue one run now; ``{"params": {...}}`` optional
+``pipeline-deployments/{name}/pause``, ``unpause``  POST  stop or resume its schedule
+``pipeline-deployments/{name}/backfill``          POST  ``{"start", "end", "max_active_runs", "rerun"}``
+``queue``                                         GET   the queued runs in start order, why each waits,
+                                                        the pools
+================================================  ====  =================================================
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from .api import ApiHandler
+from .errors import BadRequest, NotFound, TooLarge, Unprocessable
+
+__all__ = ["routes", "deployments", "deployment", "queue"]
+
+
+def deployments(store: Any) -> dict[str, Any]:
+    from .reads import plain
+
+    return {"deployments": plain(store.list_pipeline_deployments())}
+
+
+def deployment(store: Any, name: str) -> dict[str, Any]:
+    from .reads import plain
+
+    try:
+        return plain(store.get_pipeline_deployment(name))  # type: ignore[no-any-return]
+    except KeyError as exc:
+        raise NotFound(exc.args[0]) from None
+
+
+def queue(store: Any) -> dict[str, Any]:
+    from .reads import plain, run_summary
+
+    return {"runs": [run_summary(r) for r in store.queued_runs()], "pools": plain(store.list_pools())}
+
+
+def _act(store: Any, name: str, verb: str, body: dict[str, Any]) -> dict[str, Any]:
+    from ..errors import AirflowlessError
+    from ..service import deploy as service
+
+    try:
+        found = store.get_pipeline_deployment(name)
+        if verb == "trigger":
+            params = body.get("params") or {}
+            if not isinstance(params, dict):
+                raise BadRequest('"params" is a JSON object of parameter values, e.g. {"params": {"n_rows": 1000}}')
+            if params:
+                from ..service.check import check_params
+
+                check_params(found["target"], {**found["params"], **params})
+            return {"deployment": name, "action": verb, "run_id": service.trigger(name, params=params, store=store,
+                                                                                   checked=True)}
+        if verb in ("pause", "unpause"):
+            store.set_deployment_paused(name, verb == "pause")
+            return {"deployment": name, "action": verb, "paused": verb == "pause"}
+        start, end = _moment(body, "start"), _moment(body, "end")
+        limit = body.get("max_active_runs")
+        backfill_id, runs = service.backfill(name, start, end, max_active_runs=limit,
+                                             rerun=bool(body.get("rerun", False)), store=store)
+        return {"deployment": name, "action": verb, "backfill_id": backfill_id, "run_ids": runs}
+    except KeyError as exc:
+        raise NotFound(exc.args[0]) from None
+    except AirflowlessError as exc:
+        raise Unprocessable(str(exc)) from None
+
+
+def _moment(body: dict[str, Any], key: str) -> datetime:
+    value = body.get(key)
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        raise BadRequest(f'"{key}" is an ISO 8601 time such as "2026-11-01T00:00:00Z", got {value!r}') from None
+
+
+class PipelineDeployments(ApiHandler):
+    async def get(self) -> None:
+        await self.read(deployments)
+
+
+class PipelineDeployment(ApiHandler):
+    async def get(self, name: str) -> None:
+        await self.read(deployment, name)
+
+
+class PipelineDeploymentAction(ApiHandler):
+    async def post(self, name: str, verb: str) -> None:
+        if self.body_too_large:
+            raise TooLarge("the request body is too large")
+        try:
+            body = json.loads(self.body or b"{}")
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        if not isinstance(body, dict):
+            raise BadRequest(f"the body is a JSON object (or empty), got {self.body[:100]!r}")
+        await self.read(_act, name, verb, body)
+
+
+class Queue(ApiHandler):
+    async def get(self) -> None:
+        await self.read(queue)
+
+
+def routes() -> list[tuple[str, type[ApiHandler]]]:
+    return [
+        ("pipeline-deployments", PipelineDeployments),
+        ("pipeline-deployments/([^/]+)", PipelineDeployment),
+        ("pipeline-deployments/([^/]+)/(trigger|pause|unpause|backfill)", PipelineDeploymentAction),
+        ("queue", Queue),
+    ]
