@@ -360,6 +360,46 @@ def test_serve_page_shows_deployments_and_replicas_and_scales(browser: Browser, 
         serve.shutdown()
 
 
+# -- the service's deployments: state, last runs, the queue, and the pause and trigger actions ---
+
+def test_deployments_page_shows_the_schedules_the_queue_and_pauses_and_triggers(browser: Browser, dashboard: str,
+                                                                                cluster_client: Any) -> None:
+    import json
+
+    from airflowless.control import mount
+    from airflowless.service.schedules import Schedule
+    from airflowless.store import open_store
+    from airflowless.store.liveness import this_driver
+
+    store = open_store()
+    store.set_pool("gpu", 0)
+    store.create_pipeline_deployment("nightly-taxi", pipeline="taxi", target="/x/taxi.py:taxi", params={},
+                                     schedule=Schedule.parse(cron="0 3 * * *", timezone="Europe/Berlin"),
+                                     max_active_runs=1, pool="gpu")
+    broken = store.create_pipeline_deployment("old-report", pipeline="report", target="/x/report.py:report",
+                                              params={}, schedule=None)
+    store.mark_deployment_broken(broken, "PipelineLoadError: importing the pipeline module failed: <b>gone</b>")
+    waiting = store.enqueue_run("taxi", target="/x/taxi.py:taxi", params={}, trigger="submit", pool="gpu")
+    assert store.claim_runs(store.register_service(this_driver(), None)) == []  # a service's pass says why it waits
+    dom = show(browser, dashboard, "airflowless/deployments", "deployments",
+               until=f"{count('table.queue tbody tr')} === 1 && {count('table.pipeline-deployments tbody tr')} === 2")
+    assert re.search(r"<td>nightly-taxi</td><td>taxi</td><td>0 3 \* \* \* \(Europe/Berlin\)</td>", dom), dom
+    assert "&lt;b&gt;gone&lt;/b&gt;" in dom  # the broken one says why, as text
+    assert f"#{waiting}" in dom and "pool 'gpu' is full (0 of 0 slots taken)" in dom
+
+    ctx = mount.installed(cluster_client.cluster.scheduler)
+    assert ctx is not None and ctx.token
+    browser.evaluate(f"const t = document.getElementById('af-token'); t.value = {json.dumps(ctx.token)}; "
+                     "t.dispatchEvent(new Event('change')); window.confirm = () => true")
+    browser.evaluate("document.querySelector('button[data-action$=\"nightly-taxi/pause\"]').click()")
+    eventually(lambda: store.get_pipeline_deployment("nightly-taxi")["paused"], timeout=30)
+    before = {r.id for r in store.queued_runs()}
+    browser.evaluate("document.querySelector('button[data-action$=\"nightly-taxi/trigger\"]').click()")
+    triggered = eventually(lambda: {r.id for r in store.queued_runs()} - before, timeout=30)
+    assert store.get_run(next(iter(triggered))).trigger == "manual"
+    store.close()
+
+
 # -- data: a dataset whose map_batches waits on an Event while the page looks ----------------
 
 def held_batch(batch: dict[str, Any], gate: str) -> dict[str, Any]:

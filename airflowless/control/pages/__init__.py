@@ -1,4 +1,4 @@
-"""The airflowless pages on the Dask dashboard: runs, experiments, trials, data, serve.
+"""The airflowless pages on the Dask dashboard: runs, experiments, trials, data, serve, deployments.
 
 Each page is a small HTML shell (``templates/page.html``) and a script
 (``static/<page>.js``) that fetches the JSON API under ``<root>/api/v1`` every
@@ -34,6 +34,7 @@ PAGES: dict[str, tuple[str, bool]] = {
     "trial": ("Trial", True),
     "data": ("Data", False),
     "serve": ("Serve", False),
+    "deployments": ("Deployments", True),
 }
 
 #: label -> path, as distributed's ``/individual-plots.json`` lists them (JupyterLab's Dask extension reads it)
@@ -42,6 +43,7 @@ INDIVIDUAL_PLOTS = {
     "Airflowless Experiments": "/airflowless/experiments",
     "Airflowless Data": "/airflowless/data",
     "Airflowless Serve": "/airflowless/serve",
+    "Airflowless Deployments": "/airflowless/deployments",
 }
 
 
@@ -63,6 +65,7 @@ def routes(ctx: Any) -> list[tuple[str, type, dict[str, Any]]]:
         (r"/airflowless/trials/([^/]+)", handlers.PageHandler, page("trial")),
         (r"/airflowless/data/?", handlers.PageHandler, page("data")),
         (r"/airflowless/serve/?", handlers.PageHandler, page("serve")),
+        (r"/airflowless/deployments/?", handlers.PageHandler, page("deployments")),
         (r"/airflowless/static/(.*)", handlers.StaticHandler, {"path": handlers.STATIC}),
     ]
     if ctx.scheduler is not None:
@@ -91,4 +94,4 @@ def links(client: Any) -> dict[str, str]:
     'http://127.0.0.1:8787/airflowless/runs'
     """
     base = str(client.dashboard_link).rsplit("/", 1)[0] + "/airflowless"
-    return {"index": base + "/", **{name: f"{base}/{name}" for name in ("runs", "experiments", "data", "serve")}}
+    return {"index": base + "/", **{name: f"{base}/{name}" for name in ("runs", "experiments", "data", "serve", "deployments")}}

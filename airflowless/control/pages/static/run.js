@@ -57,14 +57,18 @@
   let lastRun = null; // the run at the last refresh: the same object again (a 304) -> nothing to redraw
   poll(async function () {
     const run = await getJSON("runs/" + encodeURIComponent(id));
-    if (run === lastRun) return run.status === "running";
+    if (run === lastRun) return run.status === "running" || run.status === "queued";
     lastRun = run;
     setText(document.getElementById("heading"), "Run " + run.id + " · " + run.pipeline);
     const summary = section("summary", null);
-    const cancel = run.status === "running" ? actionButton("cancel run", "runs/" + encodeURIComponent(run.id) + "/cancel",
+    const cancel = run.status === "running" || run.status === "queued" ? actionButton("cancel run", "runs/" + encodeURIComponent(run.id) + "/cancel",
       "Cancel run " + run.id + "?") : null;
     update(summary, el("p", {}, badge(run.status), " ", run.module, " · started ", time(run.created_at),
       run.duration_s != null ? " · took " + duration(run.duration_s) : "", " ", cancel),
+      run.trigger ? el("p", { class: "af-muted" }, "started by the service: " + run.trigger +
+        (run.interval_end ? " for " + run.interval_start + " – " + run.interval_end : "") +
+        (run.backfill_id != null ? " (backfill " + run.backfill_id + ")" : "") +
+        (run.status === "queued" && run.queue_reason ? " · queued: " + run.queue_reason : "")) : null,
       run.error ? el("pre", { class: "af-tb" }, run.error) : null,
       Object.keys(run.params || {}).length ? el("p", { class: "af-muted" }, "params: " + JSON.stringify(run.params)) : null);
     const stages = run.stages || [];
@@ -84,6 +88,6 @@
         cell: (s) => (s.error ? el("div", {}, s.error, s.traceback ? el("details", {}, el("summary", {}, "traceback"),
           el("pre", { class: "af-tb" }, s.traceback)) : null) : "") },
     ], stages, { sortable: true, cls: "stages", key: (s) => s.node });
-    return run.status === "running";
+    return run.status === "running" || run.status === "queued";
   }, 1500);
 })();
