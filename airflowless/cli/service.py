@@ -88,17 +88,20 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
 @click.option("--pool", default=None, help="Each run takes a slot of this pool (airflowless pools set).")
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @click.option("--replace", is_flag=True, help="Replace a deployment of the same name.")
+@click.option("--upload", is_flag=True,
+              help="Pack the module's folder into the storage now: every run runs this code (default: the file "
+                   "as it is at each run).")
 @_DB
 def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz: str | None, every: float | None,
            catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
-           replace: bool, db: str | None) -> None:
+           replace: bool, upload: bool, db: str | None) -> None:
     """Deploy the pipeline TARGET (FILE or module, optionally :NAME) for the service to run."""
     from ..service.deploy import deploy as record
 
     try:
         found = record(target, name, params=_values(target, params), cron=cron, timezone_name=tz, every=every,
                        catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
-                       paused=paused, replace=replace, store=_open(db))
+                       paused=paused, replace=replace, upload=upload, store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return
@@ -112,13 +115,17 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
 @_PARAM
 @click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first when runs wait.")
 @click.option("--pool", default=None, help="The run takes a slot of this pool.")
+@click.option("--no-upload", is_flag=True,
+              help="Load the module where it is (the service must see this file) instead of uploading its folder.")
 @_DB
-def submit(target: str, params: tuple[str, ...], priority: int, pool: str | None, db: str | None) -> None:
-    """Queue one run of the pipeline TARGET for the service; print its run id and return."""
+def submit(target: str, params: tuple[str, ...], priority: int, pool: str | None, no_upload: bool,
+           db: str | None) -> None:
+    """Queue one run of the pipeline TARGET for the service (its folder uploaded); print its run id and return."""
     from ..service.deploy import submit as queue
 
     try:
-        run_id = queue(target, params=_values(target, params), priority=priority, pool=pool, store=_open(db))
+        run_id = queue(target, params=_values(target, params), priority=priority, pool=pool, upload=not no_upload,
+                       store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return

@@ -42,10 +42,11 @@ def check_params(target: str, params: dict[str, Any], *, scheduled: bool = False
 
 def main() -> int:
     from .deploy import checked_params, resolve_target
+    from .upload import local_target
 
     request = json.loads(sys.stdin.read())
     try:
-        _, pipe = resolve_target(request["target"])
+        _, pipe = resolve_target(local_target(request["target"]))
         params = checked_params(pipe, request["params"], scheduled=bool(request.get("scheduled")))
     except Exception as exc:
         print(json.dumps({"error": str(exc)}))

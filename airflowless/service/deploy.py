@@ -3,10 +3,10 @@
 Everything is checked here, in the caller's process, before the record is
 written: the module imports, the parameters are ones the pipeline takes, of
 its types, and the graph traces with them; a schedule's cron expression and
-time zone are valid. The service then only runs what passed. The target is
-kept as an absolute path (the service runs in another folder); the service's
-machine must see the same file (a shared or the same file system; uploading
-the folder with the submission is not built yet).
+time zone are valid. The service then only runs what passed. A submission
+uploads the module's folder into the storage by default (:mod:`.upload`); a
+deployment keeps the module's absolute path (the service loads the file as it
+is at each run) unless ``upload=True`` pins the code as it is now.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .schedules import INTERVAL_PARAMS, Schedule
+from .upload import local_target, uploaded
 
 if TYPE_CHECKING:
     from ..dag.pipeline import Pipeline
@@ -64,8 +65,11 @@ def checked_params(pipe: Pipeline, params: dict[str, Any], *, scheduled: bool) -
 def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None = None, cron: str | None = None,
            timezone_name: str | None = None, every: float | None = None, catchup: bool = False,
            max_active_runs: int | None = None, priority: int = 0, pool: str | None = None, paused: bool = False,
-           replace: bool = False, store: Store | None = None) -> dict[str, Any]:
-    """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored."""
+           replace: bool = False, upload: bool = False, store: Store | None = None) -> dict[str, Any]:
+    """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
+
+    ``upload``: its runs run the code as it is now, packed into the storage (:mod:`.upload`), not the file
+    as it will be when each runs."""
     from ..store import open_store
 
     _check_name(name)
@@ -76,6 +80,8 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     if schedule is None and timezone_name is not None:
         raise ConfigError("--tz applies to a cron schedule (--cron); this deployment has none")
     checked = checked_params(pipe, params or {}, scheduled=schedule is not None)
+    if upload:
+        resolved = uploaded(resolved, pipe.name)
     db = store or open_store()
     db.create_pipeline_deployment(name, pipeline=pipe.name, target=resolved, params=checked, schedule=schedule,
                                   catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
@@ -84,13 +90,18 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
 
 
 def submit(target: str | Pipeline, *, params: dict[str, Any] | None = None, priority: int = 0,
-           pool: str | None = None, store: Store | None = None) -> int:
-    """Queue one run of the pipeline at ``target`` for the service; its run id (``queued`` until it starts)."""
+           pool: str | None = None, upload: bool = True, store: Store | None = None) -> int:
+    """Queue one run of the pipeline at ``target`` for the service; its run id (``queued`` until it starts).
+
+    ``upload`` (default): the module's folder is packed into the storage now (:mod:`.upload`), so the service
+    runs this code wherever it runs, even once the file changes; False: it loads the file where it is."""
     from ..store import open_store
     from ..store.service import Trigger
 
     resolved, pipe = _resolve(target)
     checked = checked_params(pipe, params or {}, scheduled=False)
+    if upload:
+        resolved = uploaded(resolved, pipe.name)
     db = store or open_store()
     return db.enqueue_run(pipe.name, target=resolved, params=checked, trigger=Trigger.SUBMIT, priority=priority,
                           pool=pool)
@@ -107,7 +118,7 @@ def trigger(name: str, *, params: dict[str, Any] | None = None, store: Store | N
     deployment = db.get_pipeline_deployment(name)
     merged = {**deployment["params"], **(params or {})}
     if params and not checked:
-        _, pipe = _resolve(deployment["target"])
+        _, pipe = _resolve(local_target(deployment["target"]))
         merged = checked_params(pipe, merged, scheduled=False)
     return db.enqueue_run(deployment["pipeline"], target=deployment["target"], params=merged,
                           trigger=Trigger.MANUAL, deployment_id=deployment["id"], priority=deployment["priority"],

@@ -34,13 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     from ..settings import get_settings
     from ..store import open_store
     from .schedules import INTERVAL_PARAMS
+    from .upload import local_target
 
     (run_id,) = [int(arg) for arg in (argv if argv is not None else sys.argv[1:])]
     store = open_store()
     run = store.get_run(run_id)
     print(f"driver of run {run_id} ({run.pipeline}, {run.trigger}) on pid {os.getpid()}", flush=True)
     try:
-        pipe = load_pipeline(run.target or run.module)
+        pipe = load_pipeline(local_target(run.target or run.module))
         params: dict[str, Any] = dict(run.params)
         for name, moment in zip(INTERVAL_PARAMS, (run.interval_start, run.interval_end), strict=True):
             if name in pipe.params and moment is not None:

@@ -69,7 +69,8 @@ def test_the_service_runs_a_schedule_and_a_submission_and_after_a_sigkill_misses
     store = open_store(db)
     deploy(str(module), "ticking", every=2, catchup=True, max_active_runs=1, store=store)
     deploy(str(broken), "breaks", store=store)
-    submitted = submit(str(module), params={"seconds": 0.1}, store=store)
+    submitted = submit(str(module), params={"seconds": 0.1}, store=store)  # its folder uploaded: the code as now
+    assert store.get_run(submitted).target.startswith("submission:")
     address = cluster_client.scheduler.address
     log = tmp_path / "service.log"
     first = _service(db, address, log)
@@ -85,7 +86,8 @@ def test_the_service_runs_a_schedule_and_a_submission_and_after_a_sigkill_misses
         assert second.returncode == 2
         assert "already serves the SQLite record" in second.stderr and "PostgreSQL" in second.stderr
 
-        # the deployment's module breaks: its run fails with the error, the deployment says so, the service goes on
+        # the deployment (not uploaded) loads its file at each run: once broken, its run fails with the error,
+        # the deployment says so, the service goes on
         broken.write_text("raise ImportError('the feature store moved')\n")
         failed = trigger("breaks", store=store)
         eventually(lambda: store.get_run(failed).status == RunStatus.FAILED, timeout=60)

@@ -54,6 +54,13 @@ def test_freed_memory_is_kept_while_any_rank_of_the_process_runs() -> None:
     assert after >= 32  # the worker's own setting is back after the last rank
 
 
+def _holders() -> tuple[int, list[int]]:
+    from airflowless.train import rank_memory
+    from airflowless.train.rank_threads import running_ranks
+
+    return rank_memory._holders, running_ranks()
+
+
 def _report_faults() -> None:
     train.report({"faults": faults_per_step()})
 
@@ -64,7 +71,8 @@ def test_every_backends_ranks_keep_freed_memory_and_their_workers_get_dasks_sett
     # the shared cluster's workers are at Dask's setting: the ranks of earlier tests' failed fits were ended
     # when their fits ended (rank_threads), interrupted or with their workers restarted
     eventually(lambda: all(faults >= 32 for faults in cluster_client.run(faults_per_step).values()), timeout=10,
-               message=lambda: f"workers at Dask's setting: {cluster_client.run(faults_per_step)}")
+               message=lambda: f"workers at Dask's setting: {cluster_client.run(faults_per_step)}; ranks inside: "
+                               f"{cluster_client.run(_holders)}")
     result = DataParallelTrainer(_report_faults, scaling_config=ScalingConfig(num_workers=2)).fit()
     assert result.error is None and result.metrics["faults"] < 1
     assert all(faults >= 32 for faults in cluster_client.run(faults_per_step).values())
