@@ -28,7 +28,14 @@ _KEPT_MMAP_THRESHOLD = 32 << 20  # the most glibc's own moving threshold grows t
 _DEFAULT_MMAP_THRESHOLD = 128 << 10
 
 _lock = threading.Lock()
-_holders = 0  # ranks of this process inside the block (two groups' ranks may share a worker)
+_holders: dict[int, int] = {}  # thread -> how deep it is inside the block (two groups' ranks may share a worker)
+
+
+def _alive(holders: dict[int, int]) -> dict[int, int]:
+    """``holders`` without threads that have ended: a rank's thread that died inside the block (an exception
+    raised into it at the wrong moment) must not keep the setting for the life of the worker."""
+    threads = {thread.ident for thread in threading.enumerate()}
+    return {ident: depth for ident, depth in holders.items() if ident in threads}
 
 
 @contextlib.contextmanager
@@ -42,17 +49,23 @@ def freed_memory_kept() -> Iterator[None]:
     if trim is None or not hasattr(libc, "mallopt"):
         yield
         return
+    me = threading.get_ident()
     with _lock:
-        _holders += 1
-        if _holders == 1:
+        _holders = _alive(_holders)
+        if not _holders:
             libc.mallopt(_M_MMAP_THRESHOLD, _KEPT_MMAP_THRESHOLD)
             libc.mallopt(_M_TRIM_THRESHOLD, 2 * _KEPT_MMAP_THRESHOLD)
+        _holders[me] = _holders.get(me, 0) + 1
     try:
         yield
     finally:
         with _lock:
-            _holders -= 1
-            if _holders == 0:
+            if _holders.get(me, 0) > 1:
+                _holders[me] -= 1
+            else:
+                _holders.pop(me, None)
+            _holders = _alive(_holders)
+            if not _holders:
                 libc.mallopt(_M_TRIM_THRESHOLD, int(trim))
                 libc.mallopt(_M_MMAP_THRESHOLD,
                              int(os.environ.get("MALLOC_MMAP_THRESHOLD_", _DEFAULT_MMAP_THRESHOLD)))
