@@ -82,6 +82,9 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
 @click.option("--cron", default=None, metavar="EXPR", help="A cron schedule, e.g. '0 3 * * *'.")
 @click.option("--tz", "tz", default=None, metavar="ZONE", help="The cron schedule's time zone (default UTC).")
 @click.option("--every", default=None, type=float, metavar="SECONDS", help="A fixed-interval schedule instead.")
+@click.option("--after", "after", multiple=True, metavar="NAME[:STATE,...]",
+              help="Run when a run of deployment NAME ends in STATE (default succeeded); repeat for fan-in: "
+                   "when each has a new such run.")
 @click.option("--catchup", is_flag=True, help="After downtime, run every missed interval (default: the latest one).")
 @click.option("--max-active-runs", type=int, default=None, help="At most this many of its runs at once.")
 @click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first when runs wait.")
@@ -93,7 +96,7 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
                    "as it is at each run).")
 @_DB
 def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz: str | None, every: float | None,
-           catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
+           after: tuple[str, ...], catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
            replace: bool, upload: bool, db: str | None) -> None:
     """Deploy the pipeline TARGET (FILE or module, optionally :NAME) for the service to run."""
     from ..service.deploy import deploy as record
@@ -101,13 +104,20 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
     try:
         found = record(target, name, params=_values(target, params), cron=cron, timezone_name=tz, every=every,
                        catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
-                       paused=paused, replace=replace, upload=upload, store=_open(db))
+                       paused=paused, replace=replace, upload=upload, after=list(after), store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return
-    due = found["next_due_at"].isoformat(timespec="seconds") if found["next_due_at"] else "when triggered"
+    due = found["next_due_at"].isoformat(timespec="seconds") if found["next_due_at"] else _when(found)
     click.echo(f"deployment {found['name']} ({found['pipeline']}): next run {due}"
                f"{' (paused)' if found['paused'] else ''}")
+
+
+def _when(deployment: dict[str, Any]) -> str:
+    after = deployment.get("after")
+    if after:
+        return f"after each {'/'.join(after['states'])} run of {' and '.join(after['deployments'])}"
+    return "when triggered"
 
 
 @click.command()
@@ -177,7 +187,7 @@ def list_deployments(db: str | None, as_json: bool) -> None:
     for column in ("name", "pipeline", "schedule", "next run (UTC)", "state", "last runs"):
         grid.add_column(column, overflow="fold")
     for row in rows:
-        schedule = Schedule.from_json(row["schedule"]).describe() if row["schedule"] else "-"
+        schedule = Schedule.from_json(row["schedule"]).describe() if row["schedule"] else _when(row)
         state = "broken" if row["broken"] else "paused" if row["paused"] else "active"
         grid.add_row(row["name"], row["pipeline"], schedule,
                      row["next_due_at"].isoformat(timespec="seconds") if row["next_due_at"] else "-", state,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from .schedules import INTERVAL_PARAMS, Schedule
+from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM, Schedule, parse_after
 from .upload import local_target, uploaded
 
 if TYPE_CHECKING:
@@ -49,13 +49,16 @@ def checked_params(pipe: Pipeline, params: dict[str, Any], *, scheduled: bool) -
 
     given = dict(params)
     interval = [name for name in INTERVAL_PARAMS if name in pipe.params]
-    if scheduled and interval:
+    if scheduled and (interval or UPSTREAM_PARAM in pipe.params):
         fixed = sorted(set(interval) & set(given))
         if fixed:
             raise ConfigError(f"{fixed} are set by the schedule for each run (its data interval); "
                               "do not pass them as --param")
         sample = datetime(2000, 1, 1, tzinfo=timezone.utc).isoformat()
-        pipe.graph(**{**given, **{name: sample for name in interval}})
+        samples: dict[str, Any] = {name: sample for name in interval}
+        if UPSTREAM_PARAM in pipe.params and UPSTREAM_PARAM not in given:
+            samples[UPSTREAM_PARAM] = 1
+        pipe.graph(**{**given, **samples})
         return given
     bind_params(pipe.name, pipe.params, given)
     pipe.graph(**given)
@@ -65,11 +68,13 @@ def checked_params(pipe: Pipeline, params: dict[str, Any], *, scheduled: bool) -
 def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None = None, cron: str | None = None,
            timezone_name: str | None = None, every: float | None = None, catchup: bool = False,
            max_active_runs: int | None = None, priority: int = 0, pool: str | None = None, paused: bool = False,
-           replace: bool = False, upload: bool = False, store: Store | None = None) -> dict[str, Any]:
+           replace: bool = False, upload: bool = False, after: list[str] | None = None,
+           store: Store | None = None) -> dict[str, Any]:
     """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
 
     ``upload``: its runs run the code as it is now, packed into the storage (:mod:`.upload`), not the file
-    as it will be when each runs."""
+    as it will be when each runs. ``after``: ``["NAME[:STATE,...]", ...]``: it runs when a run of each of those
+    deployments ends in one of the states (default ``succeeded``), instead of on a schedule."""
     from ..store import open_store
 
     _check_name(name)
@@ -79,13 +84,16 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
                                                                            every=every)
     if schedule is None and timezone_name is not None:
         raise ConfigError("--tz applies to a cron schedule (--cron); this deployment has none")
-    checked = checked_params(pipe, params or {}, scheduled=schedule is not None)
+    following = parse_after(after or [])
+    checked = checked_params(pipe, params or {}, scheduled=schedule is not None or following is not None)
+    if following is not None and UPSTREAM_PARAM in checked:
+        raise ConfigError(f"{UPSTREAM_PARAM!r} is set for each run to the run it follows; do not pass it as --param")
     if upload:
         resolved = uploaded(resolved, pipe.name)
     db = store or open_store()
     db.create_pipeline_deployment(name, pipeline=pipe.name, target=resolved, params=checked, schedule=schedule,
                                   catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
-                                  paused=paused, replace=replace)
+                                  paused=paused, replace=replace, after=following)
     return db.get_pipeline_deployment(name)
 
 

@@ -5,7 +5,8 @@ never takes the service down), with the service's record and cluster in its
 environment (``AIRFLOWLESS_DB``, ``AIRFLOWLESS_ADDRESS``; without an address
 it starts an embedded cluster of its own). It loads the run's pipeline, adds
 the run's data interval to its parameters where the pipeline declares
-``interval_start`` / ``interval_end``, takes the queued run (a compare-and-set:
+``interval_start`` / ``interval_end`` (and the run it follows where it declares
+``upstream_run_id``), takes the queued run (a compare-and-set:
 a second driver for the same run stops there) and runs it like
 ``airflowless run``, its stages' progress on stdout, which the service keeps as
 the run's log. A module that no longer loads, or parameters it no longer takes,
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..runtime import init, shutdown
     from ..settings import get_settings
     from ..store import open_store
-    from .schedules import INTERVAL_PARAMS
+    from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM
     from .upload import local_target
 
     (run_id,) = [int(arg) for arg in (argv if argv is not None else sys.argv[1:])]
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, moment in zip(INTERVAL_PARAMS, (run.interval_start, run.interval_end), strict=True):
             if name in pipe.params and moment is not None:
                 params[name] = moment.isoformat()
+        if UPSTREAM_PARAM in pipe.params and run.upstream_run is not None:
+            params[UPSTREAM_PARAM] = run.upstream_run
         bind_params(pipe.name, pipe.params, params)
         pipe.graph(**params)
     except Exception as exc:

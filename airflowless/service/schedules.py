@@ -30,10 +30,35 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["Schedule", "INTERVAL_PARAMS"]
+__all__ = ["Schedule", "INTERVAL_PARAMS", "UPSTREAM_PARAM", "parse_after"]
 
 INTERVAL_PARAMS = ("interval_start", "interval_end")
 """The parameters a scheduled run gets when its pipeline declares them."""
+
+UPSTREAM_PARAM = "upstream_run_id"
+"""The parameter a run started by another deployment's run gets (that run's id) when its pipeline declares it."""
+
+
+def parse_after(specs: list[str]) -> dict[str, Any] | None:
+    """``["score-days:succeeded", "features"]`` as a deployment's ``after``: the deployments, the run states.
+
+    >>> parse_after(["score-days", "features:succeeded"])
+    {'deployments': ['score-days', 'features'], 'states': ['succeeded']}
+    """
+    if not specs:
+        return None
+    names: list[str] = []
+    chosen: set[tuple[str, ...]] = set()
+    for spec in specs:
+        name, _, states = spec.partition(":")
+        if not name.strip():
+            raise ConfigError(f"--after is NAME or NAME:STATE[,STATE], e.g. score-days:succeeded; got {spec!r}")
+        names.append(name.strip())
+        chosen.add(tuple(sorted(s.strip() for s in states.split(",") if s.strip())) or ("succeeded",))
+    if len(chosen) > 1:
+        raise ConfigError(f"the --after deployments share their states (a run follows when each has a new run in "
+                          f"them); got {sorted(chosen)}")
+    return {"deployments": names, "states": list(chosen.pop())}
 
 _UTC = timezone.utc
 

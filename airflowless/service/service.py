@@ -2,7 +2,8 @@
 
 Each tick (:data:`TICK_S`) it
 
-1. queues the runs of the deployments that are due (:meth:`Store.schedule_due`);
+1. queues the runs of the deployments that are due (:meth:`Store.schedule_due`), and of those that follow
+   runs of others that just ended (:meth:`Store.queue_followers`);
 2. queues again the runs claimed by services that died before their driver
    started (:meth:`Store.release_orphans`, every heartbeat);
 3. claims the queued runs that may start now (:meth:`Store.claim_runs`: limits,
@@ -101,7 +102,7 @@ class Service:
         """One pass: queue what is due, start what may start, reap what ended; the runs started."""
         assert self.id is not None, "start() the service first"
         now = self.clock()
-        queued = self.store.schedule_due(now)
+        queued = self.store.schedule_due(now) + self.store.queue_followers()
         if queued:
             log.info("queued run(s) %s", queued)
         if time.monotonic() - self._beat >= HEARTBEAT_S:

@@ -48,11 +48,12 @@ def _add_columns(table: str, *columns: str) -> Callable[[Connection], None]:
     return apply
 
 
-def _create_indexes(table: str) -> Callable[[Connection], None]:
-    # the indexes of columns added later (a database created after they joined schema.py has them)
+def _create_indexes(table: str, *names: str) -> Callable[[Connection], None]:
+    # indexes of columns added later (a database created after they joined schema.py has them)
     def apply(conn: Connection) -> None:
         for index in schema.metadata.tables[table].indexes:
-            index.create(conn, checkfirst=True)
+            if index.name in names:
+                index.create(conn, checkfirst=True)
 
     return apply
 
@@ -80,8 +81,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "stage runs' logs", _add_columns("stage_runs", "log_uri")),
     Migration(7, "the service: pipeline deployments, pools, backfills, services; what started a run",
               _steps(_add_columns("pipeline_runs", *_QUEUE_COLUMNS),
-                     _create_indexes("pipeline_runs"),
+                     _create_indexes("pipeline_runs", "uq_runs_deployment_interval", "ix_pipeline_runs_deployment_id",
+                                     "ix_pipeline_runs_backfill_id"),
                      _create("pipeline_deployments", "pools", "backfills", "services"))),
+    Migration(8, "deployments that follow other deployments' runs",
+              _steps(_add_columns("pipeline_runs", "upstream_run", "upstream_runs"),
+                     _add_columns("pipeline_deployments", "after"),
+                     _create_indexes("pipeline_runs", "uq_runs_deployment_upstream"))),
 )
 
 

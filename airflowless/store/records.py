@@ -113,6 +113,8 @@ class RunRecord:
     claimed_by: int | None = None
     claimed_at: datetime | None = None
     backfill_id: int | None = None
+    upstream_run: int | None = None
+    upstream_runs: dict[str, int] | None = None
     stages: list[StageRecord] = field(default_factory=list)
 
     @property

@@ -12,7 +12,8 @@ services themselves, and what started a run: a run queued by the service
 says its deployment, trigger, data interval, priority and pool, and waits in
 state ``queued`` until a driver the service started takes it; a unique index on
 (deployment, interval start, rerun) keeps a scheduled interval from running
-twice.
+twice. Deployments then learned to follow other deployments' runs (8): a run
+says which upstream run started it, unique per deployment.
 """
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ pipeline_runs = Table(
     Column("claimed_by", Integer),  # the service that started its driver
     Column("claimed_at", DateTime(timezone=True)),
     Column("backfill_id", Integer, index=True),
+    Column("upstream_run", Integer),  # the run whose end started this one (a deployment's --after trigger)
+    Column("upstream_runs", JSON),  # upstream deployment -> the run of it this one followed (fan-in: several)
     Index("uq_runs_deployment_interval", "deployment_id", "interval_start", "rerun", unique=True),
+    Index("uq_runs_deployment_upstream", "deployment_id", "upstream_run", unique=True),
 )
 
 stage_runs = Table(
@@ -194,6 +198,7 @@ pipeline_deployments = Table(
     Column("paused", Integer, nullable=False, default=0),
     Column("next_due_at", DateTime(timezone=True), index=True),
     Column("broken", Text),  # why the service cannot run it (its module fails to import)
+    Column("after", JSON),  # {"deployments": [names], "states": [run states]}: runs when those runs end so
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )

@@ -57,6 +57,7 @@ class Trigger:
     BACKFILL = "backfill"
     SUBMIT = "submit"
     MANUAL = "manual"
+    AFTER = "after"  # another deployment's run ended
 
 
 def _now() -> datetime:
@@ -76,17 +77,28 @@ class ServiceRecords:
     def create_pipeline_deployment(self, name: str, *, pipeline: str, target: str, params: dict[str, Any],
                                    schedule: Schedule | None, catchup: bool = False,
                                    max_active_runs: int | None = None, priority: int = 0, pool: str | None = None,
-                                   paused: bool = False, replace: bool = False, now: datetime | None = None) -> int:
-        """Record deployment ``name``; :class:`ConfigError` if the name is taken (unless ``replace``)."""
+                                   paused: bool = False, replace: bool = False, now: datetime | None = None,
+                                   after: dict[str, Any] | None = None) -> int:
+        """Record deployment ``name``; :class:`ConfigError` if the name is taken (unless ``replace``).
+
+        ``after``: ``{"deployments": [names], "states": [run states]}``: it runs when a run of each of those
+        deployments ends in one of the states (instead of on a schedule); a cycle is refused.
+        """
         now = now or _now()
         table = schema.pipeline_deployments
+        if after is not None and schedule is not None:
+            raise ConfigError("a deployment runs on a schedule or after other deployments' runs, not both")
         values = dict(pipeline=pipeline, target=target, params=params,
                       schedule=schedule.to_json() if schedule else None, catchup=int(catchup),
                       max_active_runs=max_active_runs, priority=priority, pool=pool, paused=int(paused),
-                      next_due_at=schedule.next_after(now) if schedule else None, broken=None, updated_at=now)
+                      next_due_at=schedule.next_after(now) if schedule else None, broken=None, updated_at=now,
+                      after=after)
         with self.engine.begin() as conn:
+            _lock(conn)
             if pool is not None:
                 self._check_pool(conn, pool)
+            if after is not None:
+                _check_after(conn, name, after)
             found = conn.execute(select(table.c.id).where(table.c.name == name)).scalar()
             if found is not None:
                 if not replace:
@@ -215,6 +227,53 @@ class ServiceRecords:
                 later = schedule.next_after(ticks[CATCHUP_LIMIT - 1]) if len(ticks) > CATCHUP_LIMIT \
                     else schedule.next_after(now)
                 conn.execute(table.update().where(table.c.id == row["id"]).values(next_due_at=later))
+        return queued
+
+    def queue_followers(self) -> list[int]:
+        """Queue a run of each deployment that follows others (``after``) for each upstream run that ended
+        in one of its states since it was deployed; the new runs' ids.
+
+        One upstream: one run per upstream run, oldest first, with the upstream run's data interval (a chain
+        over intervals). Several (fan-in): one run once each upstream has a new run in the states since the
+        last one this deployment followed, with none of their intervals. The unique index on (deployment,
+        upstream run) keeps any upstream run from being followed twice, by any number of services.
+        """
+        table, runs = schema.pipeline_deployments, schema.pipeline_runs
+        queued: list[int] = []
+        with self.engine.begin() as conn:
+            followers = [row for row in conn.execute(select(table).where(and_(
+                table.c.paused == 0, table.c.broken.is_(None)))).mappings() if row["after"]]  # JSON null: none
+            if not followers:
+                return []
+            _lock(conn)
+            ids = {row.name: row.id for row in conn.execute(select(table.c.name, table.c.id))}
+            for row in followers:
+                after = row["after"]
+                upstream = [name for name in after["deployments"] if name in ids]
+                if len(upstream) != len(after["deployments"]):
+                    continue  # an upstream deployment was removed: nothing to follow
+                followed = _last_followed(conn, row["id"])
+                found = {name: conn.execute(
+                    select(runs.c.id, runs.c.interval_start, runs.c.interval_end, runs.c.rerun)
+                    .where(and_(runs.c.deployment_id == ids[name], runs.c.status.in_(after["states"]),
+                                runs.c.finished_at >= row["created_at"], runs.c.id > followed.get(name, 0)))
+                    .order_by(runs.c.id)).all() for name in upstream}
+                picks: list[tuple[dict[str, int], Any]] = []
+                if len(upstream) == 1:
+                    (name,) = upstream
+                    picks = [({name: r.id}, r) for r in found[name]]
+                elif all(found.values()):
+                    picks = [({name: found[name][-1].id for name in upstream}, None)]
+                for chosen, single in picks:
+                    interval = (single.interval_start, single.interval_end) if single is not None and \
+                        single.interval_start is not None else None
+                    run_id = _insert_queued(conn, row["pipeline"], target=row["target"], params=row["params"],
+                                            trigger=Trigger.AFTER, deployment_id=row["id"],
+                                            priority=row["priority"], pool=row["pool"], interval=interval,
+                                            rerun=(single.rerun or 0) if interval else 0, backfill_id=None,
+                                            upstream=chosen)
+                    if run_id is not None:
+                        queued.append(run_id)
         return queued
 
     def claim_runs(self, service_id: int, *, now: datetime | None = None, limit: int = 100) -> list[RunRecord]:
@@ -417,18 +476,23 @@ class ServiceRecords:
 
 def _insert_queued(conn: Connection, pipeline: str, *, target: str, params: dict[str, Any], trigger: str,
                    deployment_id: int | None, priority: int, pool: str | None,
-                   interval: tuple[datetime, datetime] | None, rerun: int, backfill_id: int | None) -> int | None:
-    """Write a queued run; None if its deployment's interval (and rerun) has one already."""
+                   interval: tuple[datetime, datetime] | None, rerun: int, backfill_id: int | None,
+                   upstream: dict[str, int] | None = None) -> int | None:
+    """Write a queued run; None if its deployment's interval (and rerun), or its upstream run, has one already."""
+    upstream_run = max(upstream.values()) if upstream else None
     values = dict(pipeline=pipeline, module=target, target=target, params=params, status=RunStatus.QUEUED,
                   created_at=_now(), trigger=trigger, deployment_id=deployment_id, priority=priority, pool=pool,
                   interval_start=interval[0] if interval else None, interval_end=interval[1] if interval else None,
-                  rerun=rerun, backfill_id=backfill_id, queue_reason="waiting for the service")
-    if interval is not None:
-        runs = schema.pipeline_runs
-        if conn.execute(select(runs.c.id).where(and_(runs.c.deployment_id == deployment_id,
-                                                     runs.c.interval_start == interval[0],
-                                                     runs.c.rerun == rerun))).first() is not None:
-            return None
+                  rerun=rerun, backfill_id=backfill_id, queue_reason="waiting for the service",
+                  upstream_run=upstream_run, upstream_runs=upstream)
+    runs = schema.pipeline_runs
+    if interval is not None and conn.execute(select(runs.c.id).where(and_(
+            runs.c.deployment_id == deployment_id, runs.c.interval_start == interval[0],
+            runs.c.rerun == rerun))).first() is not None:
+        return None
+    if upstream_run is not None and conn.execute(select(runs.c.id).where(and_(
+            runs.c.deployment_id == deployment_id, runs.c.upstream_run == upstream_run))).first() is not None:
+        return None
     nested = conn.begin_nested()
     try:
         result = conn.execute(schema.pipeline_runs.insert().values(**values))
@@ -437,6 +501,52 @@ def _insert_queued(conn: Connection, pipeline: str, *, target: str, params: dict
         return None
     nested.commit()
     return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
+def _last_followed(conn: Connection, deployment_id: int) -> dict[str, int]:
+    """Upstream deployment -> the newest of its runs deployment ``deployment_id`` followed."""
+    runs = schema.pipeline_runs
+    found: dict[str, int] = {}
+    for (upstream,) in conn.execute(select(runs.c.upstream_runs).where(and_(
+            runs.c.deployment_id == deployment_id, runs.c.upstream_runs.is_not(None)))):
+        for name, run_id in (upstream or {}).items():
+            found[name] = max(found.get(name, 0), int(run_id))
+    return found
+
+
+def _check_after(conn: Connection, name: str, after: dict[str, Any]) -> None:
+    """``after`` names deployments that exist, run states, and closes no cycle through ``name``."""
+    from .records import RunStatus as States
+
+    table = schema.pipeline_deployments
+    names = list(after.get("deployments") or [])
+    states = list(after.get("states") or [])
+    if not names:
+        raise ConfigError("--after names at least one deployment, e.g. --after score-days:succeeded")
+    unknown_states = sorted(set(states) - States.TERMINAL)
+    if not states or unknown_states:
+        raise ConfigError(f"--after's states are run states it ends in, among {sorted(States.TERMINAL)}; "
+                          f"got {unknown_states or states}")
+    rows = {row.name: (row.after or {}).get("deployments", [])
+            for row in conn.execute(select(table.c.name, table.c.after))}
+    missing = sorted(set(names) - set(rows))
+    if missing:
+        raise ConfigError(f"--after names deployments that do not exist: {missing}; there are {sorted(rows) or 'none'}")
+    rows[name] = names
+
+    def path_to(start: str, seen: tuple[str, ...]) -> tuple[str, ...] | None:
+        for upstream in rows.get(start, []):
+            if upstream == name:
+                return (*seen, upstream)
+            if upstream not in seen:
+                found = path_to(upstream, (*seen, upstream))
+                if found:
+                    return found
+        return None
+
+    cycle = path_to(name, (name,))
+    if cycle:
+        raise ConfigError(f"a trigger cycle: {' runs after '.join(cycle)}; a deployment cannot follow itself")
 
 
 def _active_counts(conn: Connection, now: float) -> tuple[dict[int, int], dict[int, int], dict[str, int]]:

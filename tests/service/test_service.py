@@ -162,3 +162,45 @@ def test_runs_waiting_in_a_full_pool_say_why_and_queued_or_running_runs_are_canc
     finally:
         stop(service)
     store.close()
+
+
+_CHAIN = '''
+from airflowless import pipeline, stage
+
+@stage
+def step(name: str, upstream_run_id: int) -> str:
+    return f"{name} after run {upstream_run_id}"
+
+@pipeline
+def {name}(upstream_run_id: int = 0):
+    return step("{name}", upstream_run_id)
+'''
+
+
+@pytest.mark.usefixtures("home")
+def test_a_chain_of_three_deployments_runs_in_order_each_once(cluster_client: Any, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    db = f"sqlite:///{tmp_path / 'record.db'}"
+    monkeypatch.setenv("AIRFLOWLESS_DB", db)
+    store = open_store(db)
+    for name, after in (("extract", None), ("features", ["extract"]), ("train", ["features:succeeded"])):
+        module = tmp_path / f"{name}.py"
+        module.write_text(_CHAIN.replace("{name}", name))
+        deploy(str(module), name, after=after, store=store)
+    first = trigger("extract", store=store)
+    service = _service(db, cluster_client.scheduler.address, tmp_path / "service.log")
+    try:
+        def ended() -> list[Any]:
+            return [r for r in store.list_runs(limit=20) if r.pipeline == "train" and r.status == RunStatus.SUCCEEDED]
+
+        eventually(ended, timeout=90, message=lambda: (tmp_path / "service.log").read_text()[-3000:])
+    finally:
+        stop(service)
+    runs = {r.pipeline: store.get_run(r.id) for r in store.list_runs(limit=20)}
+    assert sorted(runs) == ["extract", "features", "train"] and len(store.list_runs(limit=20)) == 3  # each once
+    assert runs["features"].upstream_run == first and runs["train"].upstream_run == runs["features"].id
+    assert runs["train"].stage("step").output_summary == f"str: 'train after run {runs['features'].id}'"
+    starts = [runs[name].stage("step").started_at for name in ("extract", "features", "train")]
+    ends = [runs[name].stage("step").finished_at for name in ("extract", "features", "train")]
+    assert ends[0] <= starts[1] and ends[1] <= starts[2]  # in order
+    store.close()

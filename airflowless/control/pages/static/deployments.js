@@ -5,6 +5,7 @@
   const { el, getJSON, poll, section, table, badge, time, link, list, actionButton, update } = AF;
 
   function schedule(d) {
+    if (d.after) return "after each " + d.after.states.join("/") + " run of " + d.after.deployments.join(" and ");
     if (!d.schedule) return "when triggered";
     return d.schedule.every != null ? "every " + d.schedule.every + " s" : d.schedule.cron + " (" + d.schedule.timezone + ")";
   }
