@@ -737,8 +737,11 @@ def wait_started(store: Store, run_id: int, node: str, timeout: float = 30.0) ->
     """Test helper: block until ``node`` of ``run_id`` is running (or done)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        record = store.get_run(run_id).stage(node)
-        if record.status != StageStatus.PENDING:
+        try:
+            record = store.get_run(run_id).stage(node)
+        except KeyError:  # the run is recorded before its stages are
+            record = None
+        if record is not None and record.status != StageStatus.PENDING:
             return record
         time.sleep(0.1)
     raise TimeoutError(f"stage {node!r} of run {run_id} did not start within {timeout} s")
