@@ -25,8 +25,16 @@ logger = logging.getLogger("distributed.scheduler")  # shown by `dask scheduler`
 
 
 def dask_setup(scheduler: Any) -> None:
-    """Dask's preload hook: install the control plane on ``scheduler``'s dashboard server."""
+    """Dask's preload hook: install the control plane on ``scheduler``'s dashboard server.
+
+    Also keeps code file names in what this scheduler pickles: distributed's scheduler unpickles a
+    client's graph and pickles each task again for its worker, so an unpatched scheduler would send
+    stages as ``File "<dynamic-code>"`` (cloudpickle >= 3.1.3) even from a patched driver.
+    """
+    from ._cloudpickle_internals import keep_code_filenames
     from .control import mount
+
+    keep_code_filenames()
 
     ctx = mount.install(scheduler)
     if ctx is None:

@@ -75,6 +75,9 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .._cloudpickle_internals import keep_code_filenames
+
+    keep_code_filenames()  # this process's scheduler pickles the tasks again for the workers
     asyncio.run(_serve(_parse(argv)))
 
 

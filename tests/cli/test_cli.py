@@ -335,6 +335,16 @@ def test_cluster_up_status_run_down(env: dict[str, str], demo: Path, home: Path,
             assert [r.status for r in store.list_runs()] == [RunStatus.SUCCEEDED] * 3
         finally:
             store.close()
+        # a stage that fails on this cluster names its file and line: the scheduler (another process) pickles
+        # each task again for its worker, keeping the file name as the driver does
+        failing = tmp_path / "failing.py"
+        failing.write_text("from airflowless import pipeline, stage\n\n@stage\ndef explode(n: int) -> int:\n"
+                           "    raise ValueError(f'no good: {n}')\n\n@pipeline\ndef failing(n: int = 1):\n"
+                           "    return explode(n)\n")
+        failed = cli("run", str(failing), "--address", address, "--db", f"sqlite:///{tmp_path / 'failed.db'}",
+                     env=env)
+        assert failed.returncode == 1 and f'File "{failing}", line 5, in explode' in failed.stderr, _show(failed)
+        assert "<dynamic-code>" not in failed.stderr
         listed = cli("runs", "list", "--db", db, env=env)
         assert re.findall(r"│ (\d+)\s+│ demo", listed.stdout) == ["3", "2", "1"], listed.stdout
         default = open_store(f"sqlite:///{home / 'airflowless.db'}")  # the service's record (cluster up's default)
