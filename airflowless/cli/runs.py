@@ -62,6 +62,9 @@ def show_run(run_id: int, db: str | None, as_json: bool) -> None:
         echo_json(run(store, run_id))
         return
     print_run(record)
+    for note in store.notifications_of(run_id):
+        why = f" ({note['error']})" if note["error"] else ""
+        click.echo(f"notified {note['event']} via {note['channel']}: {note['status']}{why}")
     for stage in record.stages:
         if stage.traceback:
             click.echo(f"\n--- stage {stage.node} ---\n{stage.traceback}")

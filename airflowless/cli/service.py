@@ -85,6 +85,9 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
 @click.option("--after", "after", multiple=True, metavar="NAME[:STATE,...]",
               help="Run when a run of deployment NAME ends in STATE (default succeeded); repeat for fan-in: "
                    "when each has a new such run.")
+@click.option("--notify", "notify", multiple=True, metavar="EVENT=CHANNEL",
+              help="on_failure or on_success = webhook:env:VARIABLE or webhook:file:PATH (the URL stays a secret). "
+                   "Repeatable.")
 @click.option("--catchup", is_flag=True, help="After downtime, run every missed interval (default: the latest one).")
 @click.option("--max-active-runs", type=int, default=None, help="At most this many of its runs at once.")
 @click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first when runs wait.")
@@ -96,7 +99,7 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
                    "as it is at each run).")
 @_DB
 def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz: str | None, every: float | None,
-           after: tuple[str, ...], catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
+           after: tuple[str, ...], notify: tuple[str, ...], catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
            replace: bool, upload: bool, db: str | None) -> None:
     """Deploy the pipeline TARGET (FILE or module, optionally :NAME) for the service to run."""
     from ..service.deploy import deploy as record
@@ -104,7 +107,8 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
     try:
         found = record(target, name, params=_values(target, params), cron=cron, timezone_name=tz, every=every,
                        catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
-                       paused=paused, replace=replace, upload=upload, after=list(after), store=_open(db))
+                       paused=paused, replace=replace, upload=upload, after=list(after), notify=list(notify),
+                       store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return

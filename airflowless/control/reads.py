@@ -51,7 +51,8 @@ def run(store: Any, run_id: int) -> dict[str, Any]:
         record = store.get_run(run_id)
     except KeyError:
         raise NotFound(f"no run with id {run_id} in this record") from None
-    return {**run_summary(record), "stages": [_stage(stage) for stage in record.stages]}
+    return {**run_summary(record), "stages": [_stage(stage) for stage in record.stages],
+            "notifications": plain(store.notifications_of(run_id))}
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:

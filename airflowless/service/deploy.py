@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .notify import parse_notify
 from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM, Schedule, parse_after
 from .upload import local_target, uploaded
 
@@ -69,12 +70,13 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
            timezone_name: str | None = None, every: float | None = None, catchup: bool = False,
            max_active_runs: int | None = None, priority: int = 0, pool: str | None = None, paused: bool = False,
            replace: bool = False, upload: bool = False, after: list[str] | None = None,
-           store: Store | None = None) -> dict[str, Any]:
+           notify: list[str] | None = None, store: Store | None = None) -> dict[str, Any]:
     """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
 
     ``upload``: its runs run the code as it is now, packed into the storage (:mod:`.upload`), not the file
     as it will be when each runs. ``after``: ``["NAME[:STATE,...]", ...]``: it runs when a run of each of those
-    deployments ends in one of the states (default ``succeeded``), instead of on a schedule."""
+    deployments ends in one of the states (default ``succeeded``), instead of on a schedule. ``notify``:
+    ``["on_failure=webhook:env:VAR", ...]`` (:mod:`.notify`)."""
     from ..store import open_store
 
     _check_name(name)
@@ -85,6 +87,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     if schedule is None and timezone_name is not None:
         raise ConfigError("--tz applies to a cron schedule (--cron); this deployment has none")
     following = parse_after(after or [])
+    notifying = parse_notify(notify or [])
     checked = checked_params(pipe, params or {}, scheduled=schedule is not None or following is not None)
     if following is not None and UPSTREAM_PARAM in checked:
         raise ConfigError(f"{UPSTREAM_PARAM!r} is set for each run to the run it follows; do not pass it as --param")
@@ -93,7 +96,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     db = store or open_store()
     db.create_pipeline_deployment(name, pipeline=pipe.name, target=resolved, params=checked, schedule=schedule,
                                   catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
-                                  paused=paused, replace=replace, after=following)
+                                  paused=paused, replace=replace, after=following, notify=notifying)
     return db.get_pipeline_deployment(name)
 
 

@@ -11,7 +11,8 @@ Each tick (:data:`TICK_S`) it
    (:mod:`.driver`), in a session of its own: a driver outlives a service that
    is stopped or killed, and a service started again does not start it twice;
 4. reaps the drivers that ended; one that ended before it took its run fails
-   the run with the end of its log.
+   the run with the end of its log;
+5. sends the notifications of runs that ended (:mod:`.notify`), in threads of their own.
 
 The record is the only state: any number of services may share a PostgreSQL
 record; on a SQLite record a second service is refused (a lock file beside the
@@ -88,12 +89,16 @@ class Service:
     children: dict[int, _Child] = field(default_factory=dict)
     _lock_file: IO[str] | None = None
     _beat: float = 0.0
+    _notifier: Any = None
 
     def start(self) -> int:
         """Register this service in the record (SQLite: refused if another serves it); its id."""
         self._lock_file = _single_service_lock(self.store)
         self.id = self.store.register_service(this_driver(), self.address)
         self._beat = time.monotonic()
+        from .notify import Notifier
+
+        self._notifier = Notifier(self.store)
         log.info("service %d on %s (record %s, cluster %s)", self.id, os.getpid(), self.store.url,
                  self.address or "embedded per run")
         return self.id
@@ -113,6 +118,7 @@ class Service:
             self._beat = time.monotonic()
         started = [self._spawn(run) for run in self.store.claim_runs(self.id, now=now)]
         self._reap()
+        self._notifier.tick()
         return started
 
     def run(self, stop: threading.Event | None = None) -> None:
@@ -140,6 +146,8 @@ class Service:
                 self.store.service_heartbeat(self.id, stopped=True)
         for child in self.children.values():
             child.log.close()
+        if self._notifier is not None:
+            self._notifier.close()
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None

@@ -88,6 +88,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _steps(_add_columns("pipeline_runs", "upstream_run", "upstream_runs"),
                      _add_columns("pipeline_deployments", "after"),
                      _create_indexes("pipeline_runs", "uq_runs_deployment_upstream"))),
+    Migration(9, "notifications of runs' ends", _steps(_add_columns("pipeline_deployments", "notify"),
+                                                        _create("notifications"))),
 )
 
 

@@ -13,7 +13,8 @@ says its deployment, trigger, data interval, priority and pool, and waits in
 state ``queued`` until a driver the service started takes it; a unique index on
 (deployment, interval start, rerun) keeps a scheduled interval from running
 twice. Deployments then learned to follow other deployments' runs (8): a run
-says which upstream run started it, unique per deployment.
+says which upstream run started it, unique per deployment; and to notify (9):
+one row per run, event and channel, written before it is sent (never twice).
 """
 
 from __future__ import annotations
@@ -199,6 +200,7 @@ pipeline_deployments = Table(
     Column("next_due_at", DateTime(timezone=True), index=True),
     Column("broken", Text),  # why the service cannot run it (its module fails to import)
     Column("after", JSON),  # {"deployments": [names], "states": [run states]}: runs when those runs end so
+    Column("notify", JSON),  # [{"on": "failure", "channel": "webhook", "secret": "env:VAR"}]: who hears what
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
@@ -234,4 +236,19 @@ services = Table(
     Column("address", String(200)),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False),
     Column("stopped_at", DateTime(timezone=True)),
+)
+
+notifications = Table(
+    "notifications",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, nullable=False, index=True),
+    Column("event", String(20), nullable=False),  # failure, success
+    Column("channel", String(200), nullable=False),  # "webhook:env:VAR": where it went (the secret's name only)
+    Column("status", String(20), nullable=False),  # sending, sent, failed
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("error", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("sent_at", DateTime(timezone=True)),
+    UniqueConstraint("run_id", "event", "channel", name="uq_notifications_run_event_channel"),
 )

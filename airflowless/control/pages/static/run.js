@@ -71,6 +71,10 @@
         (run.status === "queued" && run.queue_reason ? " · queued: " + run.queue_reason : "")) : null,
       run.error ? el("pre", { class: "af-tb" }, run.error) : null,
       Object.keys(run.params || {}).length ? el("p", { class: "af-muted" }, "params: " + JSON.stringify(run.params)) : null);
+    const notes = run.notifications || [];
+    update(section("notifications", null), notes.length ? [el("h2", {}, "Notifications"),
+      el("ul", {}, notes.map((n) => el("li", {}, n.event + " → " + n.channel + ": " + n.status +
+        (n.error ? " (" + n.error + ")" : "") + (n.attempts > 1 ? ", " + n.attempts + " attempts" : ""))))] : []);
     const stages = run.stages || [];
     const states = [...new Set(stages.map((s) => s.status))];
     update(section("graph", "Stages"), stages.length ? [graph(stages), el("p", { class: "af-legend" }, states.map((s) => [badge(s), " "]))]
