@@ -91,7 +91,9 @@ def test_every_backends_ranks_keep_freed_memory_and_their_workers_get_dasks_sett
     eventually(lambda: all(held == ({}, []) for held in cluster_client.run(_holders).values()), timeout=30,
                message=lambda: f"ranks inside the block: {cluster_client.run(_holders)}")
     result = DataParallelTrainer(_report_faults, scaling_config=ScalingConfig(num_workers=2)).fit()
-    assert result.error is None and result.metrics["faults"] < 1
+    # page faults are counted for the whole process, whose other threads (the event loop, comms) fault pages
+    # too: kept, a step costs a few at most, against the 64 of a fresh mapping
+    assert result.error is None and result.metrics["faults"] < 16, result.metrics
     worker = result.metrics["worker_0"]  # rank 0's worker: it kept memory while the rank ran, and is back now
     after = cluster_client.run(faults_per_large_step)
     assert after[worker] >= 256, (f"after the fit: {after}; rank 0 on {worker} (MALLOC_TRIM_THRESHOLD_="
