@@ -50,11 +50,7 @@ def show_run(run_id: int, db: str | None, as_json: bool) -> None:
     from .render import print_run
 
     store = _open(db)
-    try:
-        record = store.get_run(run_id)
-    except KeyError as exc:
-        click.echo(f"error: {exc.args[0]}", err=True)
-        sys.exit(2)
+    record = _run(store, run_id)
     if as_json:
         from ..control.reads import run
         from .render import echo_json
@@ -155,11 +151,7 @@ def cancel_run(run_id: int, db: str | None) -> None:
     from ..store import RunStatus
 
     store = _open(db)
-    try:
-        record = store.get_run(run_id)
-    except KeyError as exc:
-        click.echo(f"error: {exc.args[0]}", err=True)
-        sys.exit(2)
+    record = _run(store, run_id)
     if record.status == RunStatus.QUEUED and store.cancel_queued_run(run_id, "cancelled by `airflowless runs cancel`"):
         click.echo(f"run {run_id} cancelled (it was queued)")
         return
@@ -201,6 +193,15 @@ def _attempt_logs(node: str, latest: str | None, attempts: int) -> list[tuple[in
         return []
     folder = latest.rpartition("/")[0]
     return [(n, f"{folder}/{log_name(node, n)}") for n in range(1, max(attempts, 1) + 1)]
+
+
+def _run(store: Store, run_id: int) -> Any:
+    """Run ``run_id`` of ``store``; no such run is an error message and exit code 2."""
+    try:
+        return store.get_run(run_id)
+    except KeyError as exc:
+        click.echo(f"error: {exc.args[0]}", err=True)
+        sys.exit(2)
 
 
 def _open(db: str | None) -> Store:

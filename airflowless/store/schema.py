@@ -199,8 +199,8 @@ pipeline_deployments = Table(
     Column("paused", Integer, nullable=False, default=0),
     Column("next_due_at", DateTime(timezone=True), index=True),
     Column("broken", Text),  # why the service cannot run it (its module fails to import)
-    Column("after", JSON),  # {"deployments": [names], "states": [run states]}: runs when those runs end so
-    Column("notify", JSON),  # [{"on": "failure", "channel": "webhook", "secret": "env:VAR"}]: who hears what
+    Column("after", JSON(none_as_null=True)),  # {"deployments": [names], "states": [run states]}: runs when those runs end so
+    Column("notify", JSON(none_as_null=True)),  # [{"on": "failure", "channel": "webhook", "secret": "env:VAR"}]: who hears what
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )

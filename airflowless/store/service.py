@@ -243,7 +243,8 @@ class ServiceRecords:
         queued: list[int] = []
         with self.engine.begin() as conn:
             followers = [row for row in conn.execute(select(table).where(and_(
-                table.c.paused == 0, table.c.broken.is_(None)))).mappings() if row["after"]]  # JSON null: none
+                table.c.after.is_not(None), table.c.paused == 0, table.c.broken.is_(None)))).mappings()
+                if row["after"]]  # (a JSON null written before the column kept None as SQL NULL)
             if not followers:
                 return []
             _lock(conn)
@@ -464,7 +465,8 @@ class ServiceRecords:
         table, runs, sent = schema.pipeline_deployments, schema.pipeline_runs, schema.notifications
         claimed: list[dict[str, Any]] = []
         with self.engine.begin() as conn:
-            notifying = [row for row in conn.execute(select(table)).mappings() if row["notify"]]
+            notifying = [row for row in conn.execute(select(table).where(table.c.notify.is_not(None))).mappings()
+                         if row["notify"]]
             if not notifying:
                 return []
             _lock(conn)
