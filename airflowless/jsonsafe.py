@@ -81,5 +81,19 @@ def require_finite(values: dict[str, Any], *, what: str) -> None:
 
 
 def dumps(value: Any) -> str:
-    """Standard JSON text of ``value``; ValueError on NaN or infinity (the store's serializer)."""
-    return json.dumps(value, allow_nan=False)
+    """Standard JSON text of ``value``; ValueError on NaN or infinity (the store's serializer).
+
+    Dates and paths, which pipeline parameters may be, are written as their text (ISO 8601, the path).
+    """
+    return json.dumps(value, allow_nan=False, default=_as_text)
+
+
+def _as_text(value: Any) -> str:
+    from datetime import date
+    from pathlib import PurePath
+
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

@@ -88,6 +88,20 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
 @click.option("--notify", "notify", multiple=True, metavar="EVENT=CHANNEL",
               help="on_failure or on_success = webhook:env:VARIABLE or webhook:file:PATH (the URL stays a secret). "
                    "Repeatable.")
+@click.option("--on-new-files", "on_new_files", default=None, metavar="PATTERN",
+              help="Run once per new folder (a pattern ending in '/', e.g. 's3://bucket/taxi/date=*/') or file "
+                   "that matches; 'key=*' segments and {name} give fields, and `path` the match.")
+@click.option("--param-from-match", "from_match", multiple=True, metavar="PARAM=FIELD",
+              help="Pass the match's FIELD as parameter PARAM (fields named like a parameter pass by themselves).")
+@click.option("--quiet-for", "quiet_for", type=float, default=None, metavar="SECONDS",
+              help="Take a match once unchanged this long (default 0.5).")
+@click.option("--marker", default=None, metavar="FILE",
+              help="Take a folder once this file appears in it (e.g. _SUCCESS) instead of when it is quiet.")
+@click.option("--poll", type=float, default=None, metavar="SECONDS",
+              help="List the pattern this often (default: 30 for object stores; local folders: on each change, "
+                   "and every 5).")
+@click.option("--batch", is_flag=True, help="One run for all the new files found together (parameter field: paths).")
+@click.option("--include-existing", is_flag=True, help="Also run for what matches already (default: only new ones).")
 @click.option("--catchup", is_flag=True, help="After downtime, run every missed interval (default: the latest one).")
 @click.option("--max-active-runs", type=int, default=None, help="At most this many of its runs at once.")
 @click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first when runs wait.")
@@ -99,16 +113,27 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
                    "as it is at each run).")
 @_DB
 def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz: str | None, every: float | None,
-           after: tuple[str, ...], notify: tuple[str, ...], catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
+           after: tuple[str, ...], notify: tuple[str, ...], on_new_files: str | None, from_match: tuple[str, ...],
+           quiet_for: float | None, marker: str | None, poll: float | None, batch: bool, include_existing: bool,
+           catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
            replace: bool, upload: bool, db: str | None) -> None:
     """Deploy the pipeline TARGET (FILE or module, optionally :NAME) for the service to run."""
+    from ..errors import ConfigError
     from ..service.deploy import deploy as record
+    from ..service.files import FileSpec, parse_param_map
 
     try:
+        files = None
+        if on_new_files is not None:
+            files = FileSpec.parse(on_new_files, params=parse_param_map(list(from_match)), quiet_s=quiet_for,
+                                   marker=marker, poll_s=poll, batch=batch)
+        elif from_match or quiet_for is not None or marker or poll is not None or batch or include_existing:
+            raise ConfigError("--param-from-match, --quiet-for, --marker, --poll, --batch and --include-existing "
+                              "belong to a file trigger: add --on-new-files PATTERN")
         found = record(target, name, params=_values(target, params), cron=cron, timezone_name=tz, every=every,
                        catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
                        paused=paused, replace=replace, upload=upload, after=list(after), notify=list(notify),
-                       store=_open(db))
+                       on_new_files=files, include_existing=include_existing, store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return
@@ -118,6 +143,10 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
 
 
 def _when(deployment: dict[str, Any]) -> str:
+    if deployment.get("on_files"):
+        from ..service.files import FileSpec
+
+        return f"for {FileSpec.from_json(deployment['on_files']).describe()}"
     after = deployment.get("after")
     if after:
         return f"after each {'/'.join(after['states'])} run of {' and '.join(after['deployments'])}"

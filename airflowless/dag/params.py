@@ -13,6 +13,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass
+from datetime import date, datetime
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -97,6 +98,8 @@ def _parse(text: str, annotation: Any) -> Any:
         return annotation(text)
     if annotation is Path:
         return Path(text)
+    if annotation in (datetime, date):  # ISO 8601, as schedules and partition folders write them
+        return annotation.fromisoformat(text)
     if annotation in (list, dict, tuple) or origin in (list, dict, tuple):
         value = json.loads(text)
         kind = origin or annotation

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .files import FileSpec, Match, check_reachable, typed
 from .notify import parse_notify
 from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM, Schedule, parse_after
 from .upload import local_target, uploaded
@@ -40,25 +41,32 @@ def resolve_target(target: str) -> tuple[str, Pipeline]:
     return f"{shown}:{pipe.name}", pipe
 
 
-def checked_params(pipe: Pipeline, params: dict[str, Any], *, scheduled: bool) -> dict[str, Any]:
+def checked_params(pipe: Pipeline, params: dict[str, Any], *, scheduled: bool,
+                   supplied: dict[str, Any] | None = None) -> dict[str, Any]:
     """``params`` checked against the pipeline (types, unknown and missing names, a traced graph).
 
     A scheduled deployment's runs get ``interval_start`` / ``interval_end`` when the
-    pipeline declares them: they are traced here with a sample interval, and may not be set by hand.
+    pipeline declares them, and ``supplied`` names what a trigger sets for each run
+    (with sample values, or None where no sample is known): they are traced here
+    with samples, and may not be set by hand.
     """
     from ..dag.params import bind_params
 
     given = dict(params)
-    interval = [name for name in INTERVAL_PARAMS if name in pipe.params]
-    if scheduled and (interval or UPSTREAM_PARAM in pipe.params):
-        fixed = sorted(set(interval) & set(given))
-        if fixed:
-            raise ConfigError(f"{fixed} are set by the schedule for each run (its data interval); "
-                              "do not pass them as --param")
+    samples = dict(supplied or {})
+    if scheduled:
         sample = datetime(2000, 1, 1, tzinfo=timezone.utc).isoformat()
-        samples: dict[str, Any] = {name: sample for name in interval}
+        samples.update({name: sample for name in INTERVAL_PARAMS if name in pipe.params})
         if UPSTREAM_PARAM in pipe.params and UPSTREAM_PARAM not in given:
             samples[UPSTREAM_PARAM] = 1
+    fixed = sorted(set(samples) & set(given))
+    if fixed:
+        raise ConfigError(f"{fixed} are set for each run by its trigger (the schedule's data interval, or what "
+                          "the file trigger matched); do not pass them as --param")
+    if None in samples.values():  # no sample to trace with: the other parameters are checked
+        bind_params(pipe.name, {n: p for n, p in pipe.params.items() if n not in samples}, given)
+        return given
+    if samples:
         pipe.graph(**{**given, **samples})
         return given
     bind_params(pipe.name, pipe.params, given)
@@ -70,13 +78,16 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
            timezone_name: str | None = None, every: float | None = None, catchup: bool = False,
            max_active_runs: int | None = None, priority: int = 0, pool: str | None = None, paused: bool = False,
            replace: bool = False, upload: bool = False, after: list[str] | None = None,
-           notify: list[str] | None = None, store: Store | None = None) -> dict[str, Any]:
+           notify: list[str] | None = None, on_new_files: str | FileSpec | None = None,
+           include_existing: bool = False, store: Store | None = None) -> dict[str, Any]:
     """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
 
     ``upload``: its runs run the code as it is now, packed into the storage (:mod:`.upload`), not the file
     as it will be when each runs. ``after``: ``["NAME[:STATE,...]", ...]``: it runs when a run of each of those
     deployments ends in one of the states (default ``succeeded``), instead of on a schedule. ``notify``:
-    ``["on_failure=webhook:env:VAR", ...]`` (:mod:`.notify`)."""
+    ``["on_failure=webhook:env:VAR", ...]`` (:mod:`.notify`). ``on_new_files``: a pattern (or a
+    :class:`~.files.FileSpec` with its options): it runs once per new file or partition that matches, with
+    the match's fields as parameters; what matches now is left alone unless ``include_existing``."""
     from ..store import open_store
 
     _check_name(name)
@@ -88,7 +99,15 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
         raise ConfigError("--tz applies to a cron schedule (--cron); this deployment has none")
     following = parse_after(after or [])
     notifying = parse_notify(notify or [])
-    checked = checked_params(pipe, params or {}, scheduled=schedule is not None or following is not None)
+    files = FileSpec.parse(on_new_files) if isinstance(on_new_files, str) else on_new_files
+    found: dict[str, Match] = {}
+    supplied: dict[str, Any] = {}
+    if files is not None:
+        files = _mapped(files, pipe, params or {})
+        found = check_reachable(files)
+        supplied = _samples(files, pipe, found)
+    checked = checked_params(pipe, params or {}, scheduled=schedule is not None or following is not None,
+                             supplied=supplied)
     if following is not None and UPSTREAM_PARAM in checked:
         raise ConfigError(f"{UPSTREAM_PARAM!r} is set for each run to the run it follows; do not pass it as --param")
     if upload:
@@ -96,8 +115,12 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     db = store or open_store()
     db.create_pipeline_deployment(name, pipeline=pipe.name, target=resolved, params=checked, schedule=schedule,
                                   catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
-                                  paused=paused, replace=replace, after=following, notify=notifying)
-    return db.get_pipeline_deployment(name)
+                                  paused=paused, replace=replace, after=following, notify=notifying,
+                                  on_files=files.to_json() if files is not None else None)
+    deployment = db.get_pipeline_deployment(name)
+    if files is not None and not include_existing:  # what is there and whole now is not new
+        db.record_existing(deployment["id"], [m for m in found.values() if m.ready])
+    return deployment
 
 
 def submit(target: str | Pipeline, *, params: dict[str, Any] | None = None, priority: int = 0,
@@ -144,6 +167,40 @@ def backfill(name: str, start: datetime, end: datetime, *, max_active_runs: int 
     _check_limit(max_active_runs)
     db = store or open_store()
     return db.create_backfill(name, _utc(start), _utc(end), max_active_runs=max_active_runs, rerun=rerun)
+
+
+def _mapped(files: FileSpec, pipe: Pipeline, params: dict[str, Any]) -> FileSpec:
+    """``files`` with each field that names a parameter of the pipeline (not given, not mapped) mapped to it;
+    :class:`ConfigError` for a mapped parameter the pipeline does not take."""
+    from dataclasses import replace
+
+    unknown = sorted(set(files.params) - set(pipe.params))
+    if unknown:
+        raise ConfigError(f"--param-from-match sets {unknown}, which pipeline {pipe.name!r} does not take; it takes "
+                          f"{sorted(pipe.params) or 'no parameters'}")
+    mapped = dict(files.params)
+    for name in files.fields:
+        if name in pipe.params and name not in params and name not in mapped and name not in mapped.values():
+            mapped[name] = name
+    missing = sorted(n for n, p in pipe.params.items() if p.required and n not in params and n not in mapped)
+    if missing:
+        raise ConfigError(f"pipeline {pipe.name!r} needs {missing}: set each from the match with "
+                          f"--param-from-match {missing[0]}=FIELD (the pattern captures {list(files.fields)}), "
+                          f"or pass --param {missing[0]}=...")
+    return replace(files, params=mapped)
+
+
+def _samples(files: FileSpec, pipe: Pipeline, found: dict[str, Match]) -> dict[str, Any]:
+    """Each parameter the trigger sets, with a value to trace the graph with: from a match there is now, else
+    None (the graph is traced at each run)."""
+    sample = next(iter(found.values()), None)
+    if sample is None:
+        return dict.fromkeys(files.params)
+    try:
+        return typed(files.values([sample]), pipe.params)
+    except Exception as exc:
+        raise ConfigError(f"--on-new-files: the match {sample.key} does not suit the pipeline's parameters: {exc}"
+                          ) from None
 
 
 def _resolve(target: str | Pipeline) -> tuple[str, Pipeline]:

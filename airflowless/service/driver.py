@@ -6,7 +6,7 @@ environment (``AIRFLOWLESS_DB``, ``AIRFLOWLESS_ADDRESS``; without an address
 it starts an embedded cluster of its own). It loads the run's pipeline, adds
 the run's data interval to its parameters where the pipeline declares
 ``interval_start`` / ``interval_end`` (and the run it follows where it declares
-``upstream_run_id``), takes the queued run (a compare-and-set:
+``upstream_run_id``, and what a file trigger matched, parsed to the parameters' types), takes the queued run (a compare-and-set:
 a second driver for the same run stops there) and runs it like
 ``airflowless run``, its stages' progress on stdout, which the service keeps as
 the run's log. A module that no longer loads, or parameters it no longer takes,
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..runtime import init, shutdown
     from ..settings import get_settings
     from ..store import open_store
+    from .files import typed
     from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM
     from .upload import local_target
 
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                 params[name] = moment.isoformat()
         if UPSTREAM_PARAM in pipe.params and run.upstream_run is not None:
             params[UPSTREAM_PARAM] = run.upstream_run
+        files = store.file_trigger_of(run.deployment_id) if run.trigger == "files" and run.deployment_id else None
+        if files:  # what the file trigger matched, as text: parsed to the parameters' types
+            params.update(typed({name: params[name] for name in files["params"] if name in params}, pipe.params))
         bind_params(pipe.name, pipe.params, params)
         pipe.graph(**params)
     except Exception as exc:

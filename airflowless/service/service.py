@@ -3,7 +3,8 @@
 Each tick (:data:`TICK_S`) it
 
 1. queues the runs of the deployments that are due (:meth:`Store.schedule_due`), and of those that follow
-   runs of others that just ended (:meth:`Store.queue_followers`);
+   runs of others that just ended (:meth:`Store.queue_followers`); the deployments with a file trigger
+   each have a watcher thread (:mod:`.watch`) that queues a run per new match and wakes the loop;
 2. queues again the runs claimed by services that died before their driver
    started (:meth:`Store.release_orphans`, every heartbeat);
 3. claims the queued runs that may start now (:meth:`Store.claim_runs`: limits,
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 TICK_S = 0.25
 """How often the service looks for due and startable runs (schedule lag is at most this, plus a driver's start)."""
 
+WATCH_REFRESH_S = 1.0
+"""How often the service looks for file-triggered deployments created, changed, paused or removed."""
+
 
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -90,6 +94,9 @@ class Service:
     _lock_file: IO[str] | None = None
     _beat: float = 0.0
     _notifier: Any = None
+    _watches: dict[int, Any] = field(default_factory=dict)
+    _watched_at: float = 0.0
+    _wake: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> int:
         """Register this service in the record (SQLite: refused if another serves it); its id."""
@@ -116,6 +123,8 @@ class Service:
             if released:
                 log.warning("queued again run(s) %s: the service that claimed them died", released)
             self._beat = time.monotonic()
+        if time.monotonic() - self._watched_at >= WATCH_REFRESH_S:
+            self._refresh_watches()
         started = [self._spawn(run) for run in self.store.claim_runs(self.id, now=now)]
         self._reap()
         self._notifier.tick()
@@ -130,12 +139,13 @@ class Service:
             try:
                 while not stop.is_set():
                     began = time.monotonic()
+                    self._wake.clear()
                     try:
                         self.tick()
                     except Exception:  # the record went away for a moment: the next tick tries again
                         log.exception("service tick failed; trying again")
                         stop.wait(1.0)
-                    stop.wait(max(0.0, self.tick_s - (time.monotonic() - began)))
+                    self._wake.wait(max(0.0, self.tick_s - (time.monotonic() - began)))  # a watcher queued a run
             finally:
                 self.close()
 
@@ -146,11 +156,29 @@ class Service:
                 self.store.service_heartbeat(self.id, stopped=True)
         for child in self.children.values():
             child.log.close()
+        for watch in self._watches.values():
+            watch.stop()
+        self._watches.clear()
         if self._notifier is not None:
             self._notifier.close()
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
+
+    def _refresh_watches(self) -> None:
+        """A watcher for each file-triggered deployment that is active; a changed one's watcher started again."""
+        from .watch import FileWatch
+
+        self._watched_at = time.monotonic()
+        wanted = {row["id"]: row for row in self.store.file_deployments()}
+        for deployment_id, watch in list(self._watches.items()):
+            row = wanted.get(deployment_id)
+            if row is None or row["updated_at"] != watch.version:
+                watch.stop()
+                del self._watches[deployment_id]
+        for deployment_id, row in wanted.items():
+            if deployment_id not in self._watches:
+                self._watches[deployment_id] = FileWatch(self.store, row, self._wake.set).start()
 
     def _spawn(self, run: RunRecord) -> int:
         env = {**os.environ, "AIRFLOWLESS_DB": self.db_url}

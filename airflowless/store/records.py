@@ -115,6 +115,7 @@ class RunRecord:
     backfill_id: int | None = None
     upstream_run: int | None = None
     upstream_runs: dict[str, int] | None = None
+    trigger_detail: str | None = None
     stages: list[StageRecord] = field(default_factory=list)
 
     @property

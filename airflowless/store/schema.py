@@ -77,6 +77,7 @@ pipeline_runs = Table(
     Column("backfill_id", Integer, index=True),
     Column("upstream_run", Integer),  # the run whose end started this one (a deployment's --after trigger)
     Column("upstream_runs", JSON),  # upstream deployment -> the run of it this one followed (fan-in: several)
+    Column("trigger_detail", Text),  # what the trigger saw: "new folder s3://b/taxi/date=2024-01-03/ (3 files)"
     Index("uq_runs_deployment_interval", "deployment_id", "interval_start", "rerun", unique=True),
     Index("uq_runs_deployment_upstream", "deployment_id", "upstream_run", unique=True),
 )
@@ -201,6 +202,7 @@ pipeline_deployments = Table(
     Column("broken", Text),  # why the service cannot run it (its module fails to import)
     Column("after", JSON(none_as_null=True)),  # {"deployments": [names], "states": [run states]}: runs when those runs end so
     Column("notify", JSON(none_as_null=True)),  # [{"on": "failure", "channel": "webhook", "secret": "env:VAR"}]: who hears what
+    Column("on_files", JSON(none_as_null=True)),  # FileSpec.to_json(): runs once per new file or partition
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
@@ -251,4 +253,19 @@ notifications = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("sent_at", DateTime(timezone=True)),
     UniqueConstraint("run_id", "event", "channel", name="uq_notifications_run_event_channel"),
+)
+
+trigger_seen = Table(
+    "trigger_seen",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("deployment_id", Integer, nullable=False),
+    Column("key", Text, nullable=False),  # the partition's or file's URL
+    Column("status", String(20), nullable=False),  # taken (a run was queued for it), existing (there at deploy time)
+    Column("run_id", Integer),
+    Column("files", Integer),
+    Column("newest", Float),  # its files' newest modification time when it was taken (epoch seconds)
+    Column("seen_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("deployment_id", "key", name="uq_trigger_seen_deployment_key"),
+    Index("ix_trigger_seen_run_id", "run_id"),
 )

@@ -58,6 +58,7 @@ class Trigger:
     SUBMIT = "submit"
     MANUAL = "manual"
     AFTER = "after"  # another deployment's run ended
+    FILES = "files"  # a new file or partition (airflowless.service.files)
 
 
 def _now() -> datetime:
@@ -79,21 +80,26 @@ class ServiceRecords:
                                    max_active_runs: int | None = None, priority: int = 0, pool: str | None = None,
                                    paused: bool = False, replace: bool = False, now: datetime | None = None,
                                    after: dict[str, Any] | None = None,
-                                   notify: list[dict[str, str]] | None = None) -> int:
+                                   notify: list[dict[str, str]] | None = None,
+                                   on_files: dict[str, Any] | None = None) -> int:
         """Record deployment ``name``; :class:`ConfigError` if the name is taken (unless ``replace``).
 
         ``after``: ``{"deployments": [names], "states": [run states]}``: it runs when a run of each of those
-        deployments ends in one of the states (instead of on a schedule); a cycle is refused.
+        deployments ends in one of the states (instead of on a schedule); a cycle is refused. ``on_files``:
+        a :class:`~airflowless.service.files.FileSpec` as JSON: it runs once per new file or partition.
         """
         now = now or _now()
         table = schema.pipeline_deployments
-        if after is not None and schedule is not None:
-            raise ConfigError("a deployment runs on a schedule or after other deployments' runs, not both")
+        triggers = [what for what, given in (("a schedule", schedule), ("--after", after), ("--on-new-files", on_files))
+                    if given is not None]
+        if len(triggers) > 1:
+            raise ConfigError(f"a deployment has one trigger: a schedule, --after or --on-new-files; got "
+                              f"{' and '.join(triggers)}")
         values = dict(pipeline=pipeline, target=target, params=params,
                       schedule=schedule.to_json() if schedule else None, catchup=int(catchup),
                       max_active_runs=max_active_runs, priority=priority, pool=pool, paused=int(paused),
                       next_due_at=schedule.next_after(now) if schedule else None, broken=None, updated_at=now,
-                      after=after, notify=notify)
+                      after=after, notify=notify, on_files=on_files)
         with self.engine.begin() as conn:
             _lock(conn)
             if pool is not None:
@@ -541,14 +547,14 @@ class ServiceRecords:
 def _insert_queued(conn: Connection, pipeline: str, *, target: str, params: dict[str, Any], trigger: str,
                    deployment_id: int | None, priority: int, pool: str | None,
                    interval: tuple[datetime, datetime] | None, rerun: int, backfill_id: int | None,
-                   upstream: dict[str, int] | None = None) -> int | None:
+                   upstream: dict[str, int] | None = None, detail: str | None = None) -> int | None:
     """Write a queued run; None if its deployment's interval (and rerun), or its upstream run, has one already."""
     upstream_run = max(upstream.values()) if upstream else None
     values = dict(pipeline=pipeline, module=target, target=target, params=params, status=RunStatus.QUEUED,
                   created_at=_now(), trigger=trigger, deployment_id=deployment_id, priority=priority, pool=pool,
                   interval_start=interval[0] if interval else None, interval_end=interval[1] if interval else None,
                   rerun=rerun, backfill_id=backfill_id, queue_reason="waiting for the service",
-                  upstream_run=upstream_run, upstream_runs=upstream)
+                  upstream_run=upstream_run, upstream_runs=upstream, trigger_detail=detail)
     runs = schema.pipeline_runs
     if interval is not None and conn.execute(select(runs.c.id).where(and_(
             runs.c.deployment_id == deployment_id, runs.c.interval_start == interval[0],

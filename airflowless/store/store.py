@@ -34,6 +34,7 @@ from .liveness import Driver, driver_alive, this_driver
 from .migrations import migrate
 from .records import RunRecord, RunStatus, StageRecord, StageStatus
 from .service import ServiceRecords
+from .triggers import TriggerRecords
 
 __all__ = ["Store", "open_store"]
 
@@ -62,7 +63,7 @@ def _to_utc(fields: dict[str, Any]) -> dict[str, Any]:
             for k, v in fields.items()}
 
 
-class Store(ExperimentRecords, DeploymentRecords, ServiceRecords):
+class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords):
     """The record of runs. Build with :func:`open_store`."""
 
     def __init__(self, engine: Engine) -> None:

@@ -7,65 +7,28 @@ so the credentials and the endpoint reach them only inside the tasks'
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 import pytest
 
 from airflowless import data
-from tests.conftest import require_module, require_service
+from tests.conftest import require_module
+from tests.support import s3
+from tests.support.s3 import s3_client
+
+s3_endpoint = s3.s3_endpoint  # the fixture
 
 pytestmark = pytest.mark.usefixtures("cluster_client")
 
 require_module("s3fs")
-boto3: Any = require_module("boto3")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """moto's S3 as a real HTTP server on loopback, in its own process."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
-                break
-            except OSError as exc:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    err = server.stderr.read().decode()[-500:] if server.stderr and server.poll() is not None else ""
-                    require_service("moto S3 server", f"it did not answer at {url} ({exc}) {err}")
-                time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+require_module("boto3")
 
 
 @pytest.fixture
 def bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
     name = f"b-{request.node.name.lower().replace('_', '-').replace('[', '-').strip(']')}"[:60]
-    client = boto3.client("s3", endpoint_url=s3_endpoint, aws_access_key_id="x", aws_secret_access_key="x",
-                          region_name="us-east-1")
-    client.create_bucket(Bucket=name)
+    s3_client(s3_endpoint).create_bucket(Bucket=name)
     return name
 
 
@@ -75,9 +38,7 @@ def options(endpoint: str) -> dict[str, Any]:
 
 
 def keys(endpoint: str, bucket: str) -> list[str]:
-    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="x",
-                          region_name="us-east-1")
-    return sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", []))
+    return sorted(o["Key"] for o in s3_client(endpoint).list_objects_v2(Bucket=bucket).get("Contents", []))
 
 
 FORMATS = {"parquet": (data.read_parquet, "write_parquet", "parquet"),

@@ -205,7 +205,7 @@ def test_paused_and_broken_deployments_are_not_scheduled_and_unpausing_skips_the
     assert db.list_pipeline_deployments()[0]["broken"] == "ImportError: no module named x"
 
 
-def test_migrations_7_to_9_keep_older_records_readable(backend_url: str) -> None:
+def test_migrations_7_to_10_keep_older_records_readable(backend_url: str) -> None:
     store = open_store(backend_url)
     with store.engine.begin() as conn:  # a database as version 6 left it, with an old run
         conn.execute(text("DROP INDEX uq_runs_deployment_interval"))
@@ -214,9 +214,9 @@ def test_migrations_7_to_9_keep_older_records_readable(backend_url: str) -> None
             conn.execute(text(f"DROP INDEX {index}"))
         for column in ("target", "deployment_id", "trigger", "priority", "pool", "interval_start", "interval_end",
                        "rerun", "queue_reason", "claimed_by", "claimed_at", "backfill_id", "upstream_run",
-                       "upstream_runs"):
+                       "upstream_runs", "trigger_detail"):
             conn.execute(text(f'ALTER TABLE pipeline_runs DROP COLUMN "{column}"'))
-        for table in ("pipeline_deployments", "pools", "backfills", "services", "notifications"):
+        for table in ("pipeline_deployments", "pools", "backfills", "services", "notifications", "trigger_seen"):
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("DELETE FROM airflowless_schema_version WHERE version >= 7"))
         conn.execute(text("INSERT INTO pipeline_runs (pipeline, module, params, status, created_at, finished_at) "
@@ -224,7 +224,7 @@ def test_migrations_7_to_9_keep_older_records_readable(backend_url: str) -> None
     store.close()
     again = open_store(backend_url)
     try:
-        assert again.version == MIGRATIONS[-1].version == 9
+        assert again.version == MIGRATIONS[-1].version == 10
         (old,) = again.list_runs()
         assert old.status == RunStatus.SUCCEEDED and old.trigger is None
         _deploy(again)
