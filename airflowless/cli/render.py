@@ -46,6 +46,8 @@ def print_run(run: RunRecord) -> None:
         interval = (f" for the interval {run.interval_start.isoformat()} .. {run.interval_end.isoformat()}"
                     if run.interval_start and run.interval_end else "")
         console.print(f"started by the service: {run.trigger}{interval}"
+                      f"{f': {run.trigger_detail}' if run.trigger_detail else ''}"
+                      f"{f' after run {run.upstream_run}' if run.upstream_run is not None else ''}"
                       f"{f' (backfill {run.backfill_id})' if run.backfill_id else ''}", markup=False)
     if run.status == RunStatus.QUEUED and run.queue_reason:
         console.print(f"queued: {run.queue_reason}", markup=False)

@@ -35,16 +35,23 @@ __all__ = ["routes", "deployments", "deployment", "queue"]
 def deployments(store: Any) -> dict[str, Any]:
     from .reads import plain
 
-    return {"deployments": plain(store.list_pipeline_deployments())}
+    rows = store.list_pipeline_deployments()
+    for row in rows:
+        if row.get("on_files"):  # what its file trigger last took
+            row["files_seen"] = store.trigger_history(row["name"], limit=1)
+    return {"deployments": plain(rows)}
 
 
 def deployment(store: Any, name: str) -> dict[str, Any]:
     from .reads import plain
 
     try:
-        return plain(store.get_pipeline_deployment(name))  # type: ignore[no-any-return]
+        row = store.get_pipeline_deployment(name)
     except KeyError as exc:
         raise NotFound(exc.args[0]) from None
+    if row.get("on_files"):
+        row["files_seen"] = store.trigger_history(name, limit=20)
+    return plain(row)  # type: ignore[no-any-return]
 
 
 def queue(store: Any) -> dict[str, Any]:

@@ -673,6 +673,8 @@ class _Watch:
                 worker=outcome.worker, finished_at=_utc(outcome.finished),
                 duration_s=outcome.finished - outcome.started, output_uri=outcome.output_uri,
                 output_summary=outcome.summary, error=None)
+            if name not in self.starts:  # it ended before its start event arrived: the task says when it began
+                self._record(name, started_at=_utc(outcome.started))
             if name in self.items:
                 self._record(name, output_summary=self._map_summary(name))
             self.progress(name, f"succeeded in {outcome.finished - outcome.started:.2f}s")

@@ -287,3 +287,45 @@ def test_new_partitions_in_an_s3_bucket_run_once_each_within_a_poll(
                        message=lambda: log.read_text()[-3000:])
     finally:
         stop(service)
+
+
+@pytest.mark.usefixtures("home")
+def test_the_cli_deploys_the_day_pipeline_on_new_day_folders_and_refuses_what_cannot_match(
+        cluster_client: Any, tmp_path: Path) -> None:
+    from pipelines.score_day import land_day
+
+    module = str(Path(__file__).parents[2] / "pipelines" / "score_day.py")
+    root = tmp_path / "taxi-days"
+    root.mkdir()
+    db = f"sqlite:///{tmp_path / 'record.db'}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "airflowless.cli", *args, "--db", db], capture_output=True,
+                              text=True, timeout=120)
+
+    wrong = cli("deploy", module, "--name", "score-days", "--on-new-files", f"{root}/date=*/",
+                "--param-from-match", "day=dt")
+    assert wrong.returncode == 2 and "names field(s) ['dt'] the pattern" in wrong.stderr
+    orphan = cli("deploy", module, "--name", "score-days", "--marker", "_SUCCESS")
+    assert orphan.returncode == 2 and "add --on-new-files PATTERN" in orphan.stderr
+    made = cli("deploy", module, "--name", "score-days", "--on-new-files", f"{root}/date=*/",
+               "--param-from-match", "day=date")
+    assert made.returncode == 0, made.stderr
+    assert f"next run for each new folder matching {root}/date=*/ (once quiet for 0.5 s)" in made.stdout
+    assert "each new folder" in cli("deployments", "list").stdout
+
+    log = tmp_path / "service.log"
+    service = _service(db, cluster_client.scheduler.address, log)
+    try:
+        store = open_store(db)
+        land_day(str(root), "2026-11-03")
+        (run,) = eventually(lambda: _runs(store, "score-days"), timeout=60, message=lambda: log.read_text()[-3000:])
+        done = eventually(lambda: store.get_run(run.id) if store.get_run(run.id).status in RunStatus.TERMINAL else None,
+                          timeout=90, message=lambda: log.read_text()[-3000:])
+        assert done.status == RunStatus.SUCCEEDED, done.error
+        summary = done.stage("score").output_summary or ""
+        assert "'day': '2026-11-03'" in summary and "'trips': " in summary
+        shown = cli("runs", "show", str(run.id)).stdout
+        assert f"started by the service: files: new folder {root}/date=2026-11-03/ (1 file)" in shown
+    finally:
+        stop(service)

@@ -5,6 +5,13 @@
   const { el, getJSON, poll, section, table, badge, time, link, list, actionButton, update } = AF;
 
   function schedule(d) {
+    if (d.on_files) {
+      const seen = d.files_seen || {};
+      const last = (seen.last || [])[0];
+      return "each new " + (d.on_files.pattern.endsWith("/") ? "folder" : "file") + " matching " + d.on_files.pattern +
+        (d.on_files.marker ? " (once " + d.on_files.marker + " appears)" : "") + " · taken " + (seen.taken || 0) +
+        (last ? ", last " + last.key + " (run " + last.run_id + ")" : "");
+    }
     if (d.after) return "after each " + d.after.states.join("/") + " run of " + d.after.deployments.join(" and ");
     if (!d.schedule) return "when triggered";
     return d.schedule.every != null ? "every " + d.schedule.every + " s" : d.schedule.cron + " (" + d.schedule.timezone + ")";

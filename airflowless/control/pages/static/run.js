@@ -66,6 +66,8 @@
     update(summary, el("p", {}, badge(run.status), " ", run.module, " · started ", time(run.created_at),
       run.duration_s != null ? " · took " + duration(run.duration_s) : "", " ", cancel),
       run.trigger ? el("p", { class: "af-muted" }, "started by the service: " + run.trigger +
+        (run.trigger_detail ? " (" + run.trigger_detail + ")" : "") +
+        (run.upstream_run != null ? " after run " + run.upstream_run : "") +
         (run.interval_end ? " for " + run.interval_start + " – " + run.interval_end : "") +
         (run.backfill_id != null ? " (backfill " + run.backfill_id + ")" : "") +
         (run.status === "queued" && run.queue_reason ? " · queued: " + run.queue_reason : "")) : null,
