@@ -48,6 +48,14 @@ class Settings:
     ``AIRFLOWLESS_TLS_CA`` / ``_CERT`` / ``_KEY``  the same as three files (CA
                              certificate, this client's certificate and key); each
                              overrides the folder's file.
+    ``AIRFLOWLESS_SMTP``     the mail server of email notifications, read where the
+                             service runs: ``smtp://[USER@]HOST[:PORT]`` (STARTTLS when the
+                             server offers it), ``smtps://...`` (TLS from the start), or
+                             ``smtp+plain://...`` (never TLS: a relay on loopback).
+    ``AIRFLOWLESS_SMTP_PASSWORD`` / ``AIRFLOWLESS_SMTP_PASSWORD_FILE``  USER's password, or a
+                             file holding it (never in the record).
+    ``AIRFLOWLESS_SMTP_FROM``  the sender of email notifications (default
+                             ``airflowless@HOSTNAME``).
     """
 
     home: Path
@@ -63,6 +71,9 @@ class Settings:
     tls_cert: str | None = None
     tls_key: str | None = None
     share: str = ""
+    smtp: str | None = None
+    smtp_password: str | None = field(default=None, repr=False)  # a secret: kept out of logs
+    smtp_from: str | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -82,6 +93,9 @@ class Settings:
             tls_cert=env.get("AIRFLOWLESS_TLS_CERT") or None,
             tls_key=env.get("AIRFLOWLESS_TLS_KEY") or None,
             share=_share(env),
+            smtp=env.get("AIRFLOWLESS_SMTP") or None,
+            smtp_password=_secret(env, "AIRFLOWLESS_SMTP_PASSWORD"),
+            smtp_from=env.get("AIRFLOWLESS_SMTP_FROM") or None,
         )
 
 
@@ -98,6 +112,21 @@ def _seconds(env: os._Environ[str] | dict[str, str], name: str, default: float) 
     if not value > 0 or value == float("inf"):
         raise ConfigError(f"{name} must be a number of seconds > 0, got {text!r}; fix or unset it")
     return value
+
+
+def _secret(env: os._Environ[str] | dict[str, str], name: str) -> str | None:
+    """The secret in variable ``name``, or in the file that ``name``_FILE names."""
+    from .errors import ConfigError
+
+    if env.get(name):
+        return env[name]
+    path = env.get(f"{name}_FILE")
+    if not path:
+        return None
+    try:
+        return Path(path).read_text().strip() or None
+    except OSError as exc:
+        raise ConfigError(f"{name}_FILE names {path}, which cannot be read ({exc.strerror})") from None
 
 
 def _share(env: os._Environ[str] | dict[str, str]) -> str:

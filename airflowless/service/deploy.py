@@ -11,13 +11,14 @@ is at each run) unless ``upload=True`` pins the code as it is now.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .files import FileSpec, Match, check_reachable, typed
-from .notify import parse_notify
+from .notify import parse_deadline, parse_notify
 from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM, Schedule, parse_after
 from .upload import local_target, uploaded
 
@@ -78,14 +79,16 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
            timezone_name: str | None = None, every: float | None = None, catchup: bool = False,
            max_active_runs: int | None = None, priority: int = 0, pool: str | None = None, paused: bool = False,
            replace: bool = False, upload: bool = False, after: list[str] | None = None,
-           notify: list[str] | None = None, on_new_files: str | FileSpec | None = None,
-           include_existing: bool = False, store: Store | None = None) -> dict[str, Any]:
+           notify: list[str | tuple[str, Callable[..., Any]]] | None = None, on_new_files: str | FileSpec | None = None,
+           include_existing: bool = False, deadline: str | float | None = None,
+           store: Store | None = None) -> dict[str, Any]:
     """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
 
     ``upload``: its runs run the code as it is now, packed into the storage (:mod:`.upload`), not the file
     as it will be when each runs. ``after``: ``["NAME[:STATE,...]", ...]``: it runs when a run of each of those
     deployments ends in one of the states (default ``succeeded``), instead of on a schedule. ``notify``:
-    ``["on_failure=webhook:env:VAR", ...]`` (:mod:`.notify`). ``on_new_files``: a pattern (or a
+    ``["on_failure=webhook:env:VAR", "on_late=email:ops@example.com", ("on_failure", fn), ...]`` (:mod:`.notify`);
+    ``deadline``: ``"30m"``: a run not ended that long after it was due is late. ``on_new_files``: a pattern (or a
     :class:`~.files.FileSpec` with its options): it runs once per new file or partition that matches, with
     the match's fields as parameters; what matches now is left alone unless ``include_existing``."""
     from ..store import open_store
@@ -99,6 +102,11 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
         raise ConfigError("--tz applies to a cron schedule (--cron); this deployment has none")
     following = parse_after(after or [])
     notifying = parse_notify(notify or [])
+    deadline_s = parse_deadline(deadline)
+    if deadline_s is not None and not notifying:
+        raise ConfigError("--deadline says when a run is late, which is told through --notify: add e.g. "
+                          "--notify on_late=webhook:env:OPS_HOOK (on_failure channels hear of late runs too)")
+    _check_functions(resolved, notifying or [])
     files = FileSpec.parse(on_new_files) if isinstance(on_new_files, str) else on_new_files
     found: dict[str, Match] = {}
     supplied: dict[str, Any] = {}
@@ -116,7 +124,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     db.create_pipeline_deployment(name, pipeline=pipe.name, target=resolved, params=checked, schedule=schedule,
                                   catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
                                   paused=paused, replace=replace, after=following, notify=notifying,
-                                  on_files=files.to_json() if files is not None else None)
+                                  on_files=files.to_json() if files is not None else None, deadline_s=deadline_s)
     deployment = db.get_pipeline_deployment(name)
     if files is not None and not include_existing:  # what is there and whole now is not new
         db.record_existing(deployment["id"], [m for m in found.values() if m.ready])
@@ -167,6 +175,21 @@ def backfill(name: str, start: datetime, end: datetime, *, max_active_runs: int 
     _check_limit(max_active_runs)
     db = store or open_store()
     return db.create_backfill(name, _utc(start), _utc(end), max_active_runs=max_active_runs, rerun=rerun)
+
+
+def _check_functions(target: str, rules: list[dict[str, str]]) -> None:
+    """Each ``python:FUNCTION`` channel names a function of the pipeline's module."""
+    from ..dag.loader import load_module
+
+    wanted = [rule["function"] for rule in rules if rule["channel"] == "python"]
+    if not wanted:
+        return
+    module_part = target.rpartition(":")[0]
+    module = load_module(module_part)
+    missing = [name for name in wanted if not callable(getattr(module, name, None))]
+    if missing:
+        raise ConfigError(f"--notify python:{missing[0]}: {module_part} has no function {missing[0]!r}; define "
+                          "it in the pipeline's module (it is called with the message, a dict)")
 
 
 def _mapped(files: FileSpec, pipe: Pipeline, params: dict[str, Any]) -> FileSpec:

@@ -90,9 +90,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                      _create_indexes("pipeline_runs", "uq_runs_deployment_upstream"))),
     Migration(9, "notifications of runs' ends", _steps(_add_columns("pipeline_deployments", "notify"),
                                                         _create("notifications"))),
-    Migration(10, "file and partition triggers: what each deployment saw and took",
-              _steps(_add_columns("pipeline_deployments", "on_files"), _add_columns("pipeline_runs", "trigger_detail"),
-                     _create("trigger_seen"))),
+    Migration(10, "file and partition triggers (what each deployment saw and took); runs' deadlines",
+              _steps(_add_columns("pipeline_deployments", "on_files", "deadline_s"),
+                     _add_columns("pipeline_runs", "trigger_detail"), _create("trigger_seen"))),
 )
 
 

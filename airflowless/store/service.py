@@ -81,12 +81,13 @@ class ServiceRecords:
                                    paused: bool = False, replace: bool = False, now: datetime | None = None,
                                    after: dict[str, Any] | None = None,
                                    notify: list[dict[str, str]] | None = None,
-                                   on_files: dict[str, Any] | None = None) -> int:
+                                   on_files: dict[str, Any] | None = None, deadline_s: float | None = None) -> int:
         """Record deployment ``name``; :class:`ConfigError` if the name is taken (unless ``replace``).
 
         ``after``: ``{"deployments": [names], "states": [run states]}``: it runs when a run of each of those
         deployments ends in one of the states (instead of on a schedule); a cycle is refused. ``on_files``:
         a :class:`~airflowless.service.files.FileSpec` as JSON: it runs once per new file or partition.
+        ``deadline_s``: a run not ended that long after it was due is late (:mod:`airflowless.service.notify`).
         """
         now = now or _now()
         table = schema.pipeline_deployments
@@ -99,7 +100,7 @@ class ServiceRecords:
                       schedule=schedule.to_json() if schedule else None, catchup=int(catchup),
                       max_active_runs=max_active_runs, priority=priority, pool=pool, paused=int(paused),
                       next_due_at=schedule.next_after(now) if schedule else None, broken=None, updated_at=now,
-                      after=after, notify=notify, on_files=on_files)
+                      after=after, notify=notify, on_files=on_files, deadline_s=deadline_s)
         with self.engine.begin() as conn:
             _lock(conn)
             if pool is not None:
@@ -457,68 +458,6 @@ class ServiceRecords:
                                                             runs.c.status == RunStatus.QUEUED))).scalars().all()
             conn.execute(schema.backfills.update().where(schema.backfills.c.id == backfill_id).values(status="cancelled"))
         return [run_id for run_id in ids if self.cancel_queued_run(run_id, "its backfill was cancelled")]
-
-    # -- notifications ---------------------------------------------------------
-    def claim_notifications(self, *, window: int = 200) -> list[dict[str, Any]]:
-        """Write a ``sending`` row for each notification due (a deployment's run ended in a state it notifies
-        on, and no row for that run, event and channel yet); those rows with what to send.
-
-        Only runs that ended after the deployment last changed count (a new ``--notify`` does not page anyone
-        for last month's failures); the newest ``window`` ended runs of each deployment are looked at.
-        """
-        from ..service.notify import EVENTS, message
-
-        table, runs, sent = schema.pipeline_deployments, schema.pipeline_runs, schema.notifications
-        claimed: list[dict[str, Any]] = []
-        with self.engine.begin() as conn:
-            notifying = [row for row in conn.execute(select(table).where(table.c.notify.is_not(None))).mappings()
-                         if row["notify"]]
-            if not notifying:
-                return []
-            _lock(conn)
-            for row in notifying:
-                ended = conn.execute(select(runs).where(and_(
-                    runs.c.deployment_id == row["id"], runs.c.finished_at.is_not(None),
-                    runs.c.finished_at >= row["updated_at"])).order_by(runs.c.id.desc()).limit(window)).mappings().all()
-                if not ended:
-                    continue
-                done = {(r.run_id, r.event, r.channel) for r in conn.execute(
-                    select(sent.c.run_id, sent.c.event, sent.c.channel).where(
-                        sent.c.run_id.in_([r["id"] for r in ended])))}
-                for run_row in ended:
-                    run = _record(run_row)
-                    for rule in row["notify"]:
-                        channel = f"{rule['channel']}:{rule['secret']}"
-                        if run.status not in EVENTS[rule["on"]] or (run.id, rule["on"], channel) in done:
-                            continue
-                        nested = conn.begin_nested()
-                        try:
-                            result = conn.execute(sent.insert().values(
-                                run_id=run.id, event=rule["on"], channel=channel, status="sending", attempts=0,
-                                created_at=_now()))
-                        except IntegrityError:  # another service wrote it first: it sends it
-                            nested.rollback()
-                            continue
-                        nested.commit()
-                        claimed.append({"id": int(result.inserted_primary_key[0]),  # type: ignore[index]
-                                        "run_id": run.id, "channel": channel, "secret": rule["secret"],
-                                        "message": message(run, row["name"], rule["on"])})
-        return claimed
-
-    def finish_notification(self, notification_id: int, *, sent: bool, attempts: int, error: str | None = None) -> None:
-        table = schema.notifications
-        with self.engine.begin() as conn:
-            conn.execute(table.update().where(table.c.id == notification_id).values(
-                status="sent" if sent else "failed", attempts=attempts, error=error,
-                sent_at=_now() if sent else None))
-
-    def notifications_of(self, run_id: int) -> list[dict[str, Any]]:
-        """What was sent (or tried) about run ``run_id``: event, channel (a secret's name), status, error."""
-        table = schema.notifications
-        with self.engine.begin() as conn:
-            rows = conn.execute(select(table).where(table.c.run_id == run_id).order_by(table.c.id)).mappings().all()
-        return [{**dict(row), "created_at": _aware(row["created_at"]), "sent_at": _aware(row["sent_at"])}
-                for row in rows]
 
     # -- services --------------------------------------------------------------
     def register_service(self, driver: Driver, address: str | None) -> int:
