@@ -89,6 +89,9 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
               help="on_failure, on_success, on_retry or on_late = webhook:env:VARIABLE, webhook:file:PATH (the URL "
                    "stays a secret), email:ADDRESS[,ADDRESS] (AIRFLOWLESS_SMTP) or python:FUNCTION (of the "
                    "pipeline's module). Repeatable.")
+@click.option("--only-if", "only_if", multiple=True, metavar="CONDITION",
+              help="Start its runs only when this holds: weekdays, days=mon,wed,..., previous-succeeded (else the "
+                   "run ends skipped). Repeatable.")
 @click.option("--deadline", default=None, metavar="DURATION",
               help="A run not ended this long after it was due (30m, 2h, 1d) is late: on_late and on_failure "
                    "channels hear of it.")
@@ -117,7 +120,8 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
                    "as it is at each run).")
 @_DB
 def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz: str | None, every: float | None,
-           after: tuple[str, ...], notify: tuple[str, ...], deadline: str | None, on_new_files: str | None, from_match: tuple[str, ...],
+           after: tuple[str, ...], notify: tuple[str, ...], only_if: tuple[str, ...], deadline: str | None,
+           on_new_files: str | None, from_match: tuple[str, ...],
            quiet_for: float | None, marker: str | None, poll: float | None, batch: bool, include_existing: bool,
            catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
            replace: bool, upload: bool, db: str | None) -> None:
@@ -137,7 +141,8 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
         found = record(target, name, params=_values(target, params), cron=cron, timezone_name=tz, every=every,
                        catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
                        paused=paused, replace=replace, upload=upload, after=list(after), notify=list(notify),
-                       on_new_files=files, include_existing=include_existing, deadline=deadline, store=_open(db))
+                       on_new_files=files, include_existing=include_existing, deadline=deadline, only_if=list(only_if),
+                       store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .conditions import parse_conditions
 from .files import FileSpec, Match, check_reachable, typed
 from .notify import parse_deadline, parse_notify
 from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM, Schedule, parse_after
@@ -80,7 +81,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
            max_active_runs: int | None = None, priority: int = 0, pool: str | None = None, paused: bool = False,
            replace: bool = False, upload: bool = False, after: list[str] | None = None,
            notify: list[str | tuple[str, Callable[..., Any]]] | None = None, on_new_files: str | FileSpec | None = None,
-           include_existing: bool = False, deadline: str | float | None = None,
+           include_existing: bool = False, deadline: str | float | None = None, only_if: list[str] | None = None,
            store: Store | None = None) -> dict[str, Any]:
     """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
 
@@ -88,7 +89,8 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     as it will be when each runs. ``after``: ``["NAME[:STATE,...]", ...]``: it runs when a run of each of those
     deployments ends in one of the states (default ``succeeded``), instead of on a schedule. ``notify``:
     ``["on_failure=webhook:env:VAR", "on_late=email:ops@example.com", ("on_failure", fn), ...]`` (:mod:`.notify`);
-    ``deadline``: ``"30m"``: a run not ended that long after it was due is late. ``on_new_files``: a pattern (or a
+    ``deadline``: ``"30m"``: a run not ended that long after it was due is late. ``only_if``: run conditions,
+    ``["weekdays", "previous-succeeded"]`` (:mod:`.conditions`). ``on_new_files``: a pattern (or a
     :class:`~.files.FileSpec` with its options): it runs once per new file or partition that matches, with
     the match's fields as parameters; what matches now is left alone unless ``include_existing``."""
     from ..store import open_store
@@ -107,6 +109,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
         raise ConfigError("--deadline says when a run is late, which is told through --notify: add e.g. "
                           "--notify on_late=webhook:env:OPS_HOOK (on_failure channels hear of late runs too)")
     _check_functions(resolved, notifying or [])
+    conditions = parse_conditions(only_if or [])
     files = FileSpec.parse(on_new_files) if isinstance(on_new_files, str) else on_new_files
     found: dict[str, Match] = {}
     supplied: dict[str, Any] = {}
@@ -124,7 +127,8 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     db.create_pipeline_deployment(name, pipeline=pipe.name, target=resolved, params=checked, schedule=schedule,
                                   catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
                                   paused=paused, replace=replace, after=following, notify=notifying,
-                                  on_files=files.to_json() if files is not None else None, deadline_s=deadline_s)
+                                  on_files=files.to_json() if files is not None else None, deadline_s=deadline_s,
+                                  conditions=conditions)
     deployment = db.get_pipeline_deployment(name)
     if files is not None and not include_existing:  # what is there and whole now is not new
         db.record_existing(deployment["id"], [m for m in found.values() if m.ready])

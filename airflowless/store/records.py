@@ -27,7 +27,8 @@ class RunStatus:
     CANCELLED = "cancelled"
     ABANDONED = "abandoned"
     TIMED_OUT = "timed_out"  # ran past its pipeline's timeout: stopped, its clean-up stages run
-    TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED, ABANDONED, TIMED_OUT})
+    SKIPPED = "skipped"  # its deployment's run condition did not hold: never started (airflowless.service.conditions)
+    TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED, ABANDONED, TIMED_OUT, SKIPPED})
     LEGACY = {"interrupted": CANCELLED}  # older words, read as today's
 
 

@@ -203,6 +203,7 @@ pipeline_deployments = Table(
     Column("after", JSON(none_as_null=True)),  # {"deployments": [names], "states": [run states]}: runs when those runs end so
     Column("notify", JSON(none_as_null=True)),  # [{"on": "failure", "channel": "webhook", "secret": "env:VAR"}]: who hears what
     Column("on_files", JSON(none_as_null=True)),  # FileSpec.to_json(): runs once per new file or partition
+    Column("conditions", JSON(none_as_null=True)),  # run conditions (airflowless.service.conditions)
     Column("deadline_s", Float),  # a run not ended this long after it was due is late (notify on_late / on_failure)
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),

@@ -81,13 +81,15 @@ class ServiceRecords:
                                    paused: bool = False, replace: bool = False, now: datetime | None = None,
                                    after: dict[str, Any] | None = None,
                                    notify: list[dict[str, str]] | None = None,
-                                   on_files: dict[str, Any] | None = None, deadline_s: float | None = None) -> int:
+                                   on_files: dict[str, Any] | None = None, deadline_s: float | None = None,
+                                   conditions: list[dict[str, Any]] | None = None) -> int:
         """Record deployment ``name``; :class:`ConfigError` if the name is taken (unless ``replace``).
 
         ``after``: ``{"deployments": [names], "states": [run states]}``: it runs when a run of each of those
         deployments ends in one of the states (instead of on a schedule); a cycle is refused. ``on_files``:
         a :class:`~airflowless.service.files.FileSpec` as JSON: it runs once per new file or partition.
         ``deadline_s``: a run not ended that long after it was due is late (:mod:`airflowless.service.notify`).
+        ``conditions``: its runs start only when they hold (:mod:`airflowless.service.conditions`).
         """
         now = now or _now()
         table = schema.pipeline_deployments
@@ -100,7 +102,7 @@ class ServiceRecords:
                       schedule=schedule.to_json() if schedule else None, catchup=int(catchup),
                       max_active_runs=max_active_runs, priority=priority, pool=pool, paused=int(paused),
                       next_due_at=schedule.next_after(now) if schedule else None, broken=None, updated_at=now,
-                      after=after, notify=notify, on_files=on_files, deadline_s=deadline_s)
+                      after=after, notify=notify, on_files=on_files, deadline_s=deadline_s, conditions=conditions)
         with self.engine.begin() as conn:
             _lock(conn)
             if pool is not None:
@@ -295,14 +297,20 @@ class ServiceRecords:
         with self.engine.begin() as conn:
             _lock(conn)
             waiting = conn.execute(select(runs.c.id, runs.c.deployment_id, runs.c.backfill_id, runs.c.pool,
-                                          runs.c.queue_reason)
+                                          runs.c.queue_reason, runs.c.interval_end, runs.c.created_at, runs.c.trigger)
                                    .where(and_(runs.c.status == RunStatus.QUEUED, runs.c.claimed_by.is_(None)))
                                    .order_by(runs.c.priority.desc(), runs.c.id)).mappings().all()
             if not waiting:
                 return []
             by_deployment, by_backfill, by_pool = _active_counts(conn, time.time())
-            limits = {row.id: row.max_active_runs for row in conn.execute(
-                select(deployments.c.id, deployments.c.max_active_runs))}
+            limits: dict[int, int | None] = {}
+            conditions: dict[int, tuple[list[dict[str, Any]], str]] = {}
+            for deployment in conn.execute(select(deployments.c.id, deployments.c.max_active_runs,
+                                                  deployments.c.conditions, deployments.c.schedule)):
+                limits[deployment.id] = deployment.max_active_runs
+                if deployment.conditions:
+                    zone = (deployment.schedule or {}).get("timezone") or "UTC"
+                    conditions[deployment.id] = (deployment.conditions, zone)
             backfill_limits = {row.id: row.max_active_runs for row in conn.execute(
                 select(backfills.c.id, backfills.c.max_active_runs).where(backfills.c.status == "running"))}
             slots = {row.name: row.slots for row in conn.execute(select(schema.pools))}
@@ -310,6 +318,16 @@ class ServiceRecords:
             for row in waiting:
                 if len(claimed) >= limit:
                     break
+                if row["deployment_id"] in conditions and row["trigger"] != Trigger.MANUAL:
+                    decided = _check_conditions(conn, row, *conditions[row["deployment_id"]])
+                    if decided is not None and decided[0] == "skip":
+                        conn.execute(runs.update().where(runs.c.id == row["id"]).values(
+                            status=RunStatus.SKIPPED, error=decided[1], finished_at=now, queue_reason=None))
+                        continue
+                    if decided is not None:
+                        if row["queue_reason"] != decided[1]:
+                            reasons[row["id"]] = decided[1]
+                        continue
                 reason = _why_wait(row, by_deployment, by_backfill, by_pool, limits, backfill_limits, slots)
                 if reason is not None:
                     if row["queue_reason"] != reason:
@@ -327,8 +345,8 @@ class ServiceRecords:
             for run_id, reason in reasons.items():
                 conn.execute(runs.update().where(runs.c.id == run_id).values(queue_reason=reason))
             rows = conn.execute(select(runs).where(runs.c.id.in_(claimed))).mappings().all() if claimed else []
-        found = {row["id"]: _record(row) for row in rows}
-        return [found[run_id] for run_id in claimed]
+        records = {row["id"]: _record(row) for row in rows}
+        return [records[run_id] for run_id in claimed]
 
     def set_run_driver(self, run_id: int, driver: Driver) -> None:
         """The process the service started to drive queued run ``run_id`` (before it takes the run)."""
@@ -556,6 +574,25 @@ def _check_after(conn: Connection, name: str, after: dict[str, Any]) -> None:
     cycle = path_to(name, (name,))
     if cycle:
         raise ConfigError(f"a trigger cycle: {' runs after '.join(cycle)}; a deployment cannot follow itself")
+
+
+def _check_conditions(conn: Connection, row: Any, conditions: list[dict[str, Any]], zone: str
+                      ) -> tuple[str, str] | None:
+    """Whether queued run ``row`` may start under its deployment's run conditions (see :func:`verdict`)."""
+    from ..service.conditions import needs_previous, verdict
+
+    previous = None
+    if needs_previous(conditions):
+        runs = schema.pipeline_runs
+        found = conn.execute(select(runs).where(and_(
+            runs.c.deployment_id == row["deployment_id"], runs.c.id < row["id"],
+            runs.c.status.not_in((RunStatus.SKIPPED, RunStatus.CANCELLED)))).order_by(runs.c.id.desc()).limit(1)
+        ).mappings().first()
+        if found is not None:
+            earlier = _record(found)
+            previous = (earlier.id, earlier.status)
+    due: datetime = _aware(row["interval_end"] or row["created_at"])  # type: ignore[assignment]
+    return verdict(conditions, due=due, zone=zone, previous=previous)
 
 
 def _active_counts(conn: Connection, now: float) -> tuple[dict[int, int], dict[int, int], dict[str, int]]:
