@@ -92,6 +92,9 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
 @click.option("--only-if", "only_if", multiple=True, metavar="CONDITION",
               help="Start its runs only when this holds: weekdays, days=mon,wed,..., previous-succeeded (else the "
                    "run ends skipped). Repeatable.")
+@click.option("--expect-every", "expect_every", default=None, metavar="DURATION",
+              help="Its data is late when it started no run for this long (6h, 1d): on_late and on_failure channels "
+                   "hear of it, once per silence.")
 @click.option("--deadline", default=None, metavar="DURATION",
               help="A run not ended this long after it was due (30m, 2h, 1d) is late: on_late and on_failure "
                    "channels hear of it.")
@@ -120,7 +123,8 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
                    "as it is at each run).")
 @_DB
 def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz: str | None, every: float | None,
-           after: tuple[str, ...], notify: tuple[str, ...], only_if: tuple[str, ...], deadline: str | None,
+           after: tuple[str, ...], notify: tuple[str, ...], only_if: tuple[str, ...], expect_every: str | None,
+           deadline: str | None,
            on_new_files: str | None, from_match: tuple[str, ...],
            quiet_for: float | None, marker: str | None, poll: float | None, batch: bool, include_existing: bool,
            catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
@@ -141,7 +145,7 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
         found = record(target, name, params=_values(target, params), cron=cron, timezone_name=tz, every=every,
                        catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
                        paused=paused, replace=replace, upload=upload, after=list(after), notify=list(notify),
-                       on_new_files=files, include_existing=include_existing, deadline=deadline, only_if=list(only_if),
+                       on_new_files=files, include_existing=include_existing, deadline=deadline, only_if=list(only_if), expect_every=expect_every,
                        store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)

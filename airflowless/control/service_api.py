@@ -51,6 +51,7 @@ def deployment(store: Any, name: str) -> dict[str, Any]:
         raise NotFound(exc.args[0]) from None
     if row.get("on_files"):
         row["files_seen"] = store.trigger_history(name, limit=20)
+    row["alerts"] = store.deployment_alerts(row["id"])
     return plain(row)  # type: ignore[no-any-return]
 
 

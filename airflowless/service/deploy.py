@@ -82,6 +82,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
            replace: bool = False, upload: bool = False, after: list[str] | None = None,
            notify: list[str | tuple[str, Callable[..., Any]]] | None = None, on_new_files: str | FileSpec | None = None,
            include_existing: bool = False, deadline: str | float | None = None, only_if: list[str] | None = None,
+           expect_every: str | float | None = None,
            store: Store | None = None) -> dict[str, Any]:
     """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
 
@@ -89,7 +90,8 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     as it will be when each runs. ``after``: ``["NAME[:STATE,...]", ...]``: it runs when a run of each of those
     deployments ends in one of the states (default ``succeeded``), instead of on a schedule. ``notify``:
     ``["on_failure=webhook:env:VAR", "on_late=email:ops@example.com", ("on_failure", fn), ...]`` (:mod:`.notify`);
-    ``deadline``: ``"30m"``: a run not ended that long after it was due is late. ``only_if``: run conditions,
+    ``deadline``: ``"30m"``: a run not ended that long after it was due is late. ``expect_every``: ``"1d"``: no
+    run started for that long means its data is late. ``only_if``: run conditions,
     ``["weekdays", "previous-succeeded"]`` (:mod:`.conditions`). ``on_new_files``: a pattern (or a
     :class:`~.files.FileSpec` with its options): it runs once per new file or partition that matches, with
     the match's fields as parameters; what matches now is left alone unless ``include_existing``."""
@@ -105,9 +107,11 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     following = parse_after(after or [])
     notifying = parse_notify(notify or [])
     deadline_s = parse_deadline(deadline)
-    if deadline_s is not None and not notifying:
-        raise ConfigError("--deadline says when a run is late, which is told through --notify: add e.g. "
-                          "--notify on_late=webhook:env:OPS_HOOK (on_failure channels hear of late runs too)")
+    expect_every_s = parse_deadline(expect_every, option="--expect-every")
+    for option, value in (("--deadline", deadline_s), ("--expect-every", expect_every_s)):
+        if value is not None and not any(rule["on"] in ("on_late", "on_failure") for rule in notifying or []):
+            raise ConfigError(f"{option} says when something is late, which is told through --notify: add e.g. "
+                              "--notify on_late=webhook:env:OPS_HOOK (on_failure channels hear of it too)")
     _check_functions(resolved, notifying or [])
     conditions = parse_conditions(only_if or [])
     files = FileSpec.parse(on_new_files) if isinstance(on_new_files, str) else on_new_files
@@ -128,7 +132,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
                                   catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
                                   paused=paused, replace=replace, after=following, notify=notifying,
                                   on_files=files.to_json() if files is not None else None, deadline_s=deadline_s,
-                                  conditions=conditions)
+                                  conditions=conditions, expect_every_s=expect_every_s)
     deployment = db.get_pipeline_deployment(name)
     if files is not None and not include_existing:  # what is there and whole now is not new
         db.record_existing(deployment["id"], [m for m in found.values() if m.ready])

@@ -8,7 +8,10 @@ EVENT=CHANNEL``, channels in :mod:`.channels`):
   ended that long after it was due (a late run fails to be on time);
 - ``on_success``: a run succeeded;
 - ``on_retry``: a stage of a run started a second attempt (once per run);
-- ``on_late``: a run past its deadline only.
+- ``on_late``: a run past its deadline, and a deployment with ``--expect-every``
+  that started no run for longer (its data is late; an alert per silence, about
+  the deployment: ``deployment_alerts`` in the record); on_failure channels hear
+  of both too.
 
 A run is due at its data interval's end (a scheduled or backfilled run), else
 when it was queued. Exactly once: each service pass writes a row per (run,
@@ -78,7 +81,7 @@ def parse_notify(specs: list[str | tuple[str, Callable[..., Any]]]) -> list[dict
     return found or None
 
 
-def parse_deadline(text: str | float | None) -> float | None:
+def parse_deadline(text: str | float | None, *, option: str = "--deadline") -> float | None:
     """``"30m"``, ``"2h"``, ``"1d"``, ``"90s"`` or a number of seconds, as seconds.
 
     >>> parse_deadline("30m"), parse_deadline(90), parse_deadline(None)
@@ -91,10 +94,10 @@ def parse_deadline(text: str | float | None) -> float | None:
     else:
         found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(text))
         if not found:
-            raise ConfigError(f"--deadline is a duration such as 90s, 30m, 2h or 1d; got {text!r}")
+            raise ConfigError(f"{option} is a duration such as 90s, 30m, 2h or 1d; got {text!r}")
         seconds = float(found.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[found.group(2)]
     if not seconds > 0:
-        raise ConfigError(f"--deadline is more than 0 seconds, got {text!r}")
+        raise ConfigError(f"{option} is more than 0 seconds, got {text!r}")
     return seconds
 
 
@@ -147,6 +150,14 @@ def message(run: Any, deployment: str, event: str, **extra: Any) -> dict[str, An
             "created_at": iso(run.created_at), "finished_at": iso(run.finished_at), **extra, "text": text}
 
 
+def data_late_message(deployment: str, pipeline: str, since: datetime, expect_s: float) -> dict[str, Any]:
+    """The message that deployment ``deployment`` started no run for longer than ``expect_s``: its data is late."""
+    return {"schema": "airflowless.notification/1", "event": "late_data", "deployment": deployment, "run_id": None,
+            "pipeline": pipeline, "last_run_at": since.isoformat(), "expect_every_s": expect_s,
+            "text": f"airflowless: deployment {deployment} ({pipeline}) started no run for more than {expect_s:g} s "
+                    f"(since {since.isoformat(timespec='seconds')}): its data is late"}
+
+
 class Notifier:
     """Sends what the record says is to be sent, in threads of its own (the service's tick only starts them)."""
 
@@ -171,7 +182,7 @@ class Notifier:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 deliver(row["rule"], row["message"], row["target"])
-                self.store.finish_notification(row["id"], sent=True, attempts=attempt)
+                self.store.finish_notification(row["id"], sent=True, attempts=attempt, about=row.get("about", "run"))
                 return
             except ConfigError as exc:  # no URL or mail server here: retrying does not help
                 error = str(exc)
@@ -181,7 +192,8 @@ class Notifier:
                 if attempt < ATTEMPTS:
                     time.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)))
         log.warning("notification %s of run %s not sent: %s", row["channel"], row["run_id"], error)
-        self.store.finish_notification(row["id"], sent=False, attempts=attempt, error=error)
+        self.store.finish_notification(row["id"], sent=False, attempts=attempt, error=error,
+                                       about=row.get("about", "run"))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=False)

@@ -90,9 +90,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                      _create_indexes("pipeline_runs", "uq_runs_deployment_upstream"))),
     Migration(9, "notifications of runs' ends", _steps(_add_columns("pipeline_deployments", "notify"),
                                                         _create("notifications"))),
-    Migration(10, "file and partition triggers (what each deployment saw and took); runs' deadlines; run conditions",
-              _steps(_add_columns("pipeline_deployments", "on_files", "deadline_s", "conditions"),
-                     _add_columns("pipeline_runs", "trigger_detail"), _create("trigger_seen"))),
+    Migration(10, "file and partition triggers (what each deployment saw and took); deadlines, late data and their "
+                  "alerts; run conditions",
+              _steps(_add_columns("pipeline_deployments", "on_files", "deadline_s", "expect_every_s", "conditions"),
+                     _add_columns("pipeline_runs", "trigger_detail"), _create("trigger_seen", "deployment_alerts"))),
 )
 
 

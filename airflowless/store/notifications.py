@@ -34,7 +34,7 @@ class NotificationRecords:
         """Write a ``sending`` row for each notification due and not yet written; those rows with what to send
         (``rule``, ``message``, the deployment's ``target``). The newest ``window`` runs of each deployment are
         looked at."""
-        from ..service.notify import due_events, message
+        from ..service.notify import data_late_message, due_events, message
 
         table, runs, sent = schema.pipeline_deployments, schema.pipeline_runs, schema.notifications
         now = now or _now()
@@ -46,6 +46,7 @@ class NotificationRecords:
                 return []
             _lock(conn)
             for row in notifying:
+                claimed += _claim_data_late(conn, row, now, data_late_message)
                 changed = row["updated_at"]
                 rows = conn.execute(select(runs).where(and_(runs.c.deployment_id == row["id"], or_(
                     runs.c.finished_at >= changed, and_(runs.c.finished_at.is_(None), runs.c.created_at >= changed))))
@@ -82,8 +83,11 @@ class NotificationRecords:
                                     "target": row["target"], "message": message(run, row["name"], event, **extra)})
         return claimed
 
-    def finish_notification(self, notification_id: int, *, sent: bool, attempts: int, error: str | None = None) -> None:
-        table = schema.notifications
+    def finish_notification(self, notification_id: int, *, sent: bool, attempts: int, error: str | None = None,
+                            about: str = "run") -> None:
+        """Record how sending notification ``notification_id`` went (``about``: "run", or "deployment" for an
+        alert about a deployment, its data late)."""
+        table = schema.notifications if about == "run" else schema.deployment_alerts
         with self.engine.begin() as conn:
             conn.execute(table.update().where(table.c.id == notification_id).values(
                 status="sent" if sent else "failed", attempts=attempts, error=error,
@@ -96,6 +100,52 @@ class NotificationRecords:
             rows = conn.execute(select(table).where(table.c.run_id == run_id).order_by(table.c.id)).mappings().all()
         return [{**dict(row), "created_at": _aware(row["created_at"]), "sent_at": _aware(row["sent_at"])}
                 for row in rows]
+
+
+    def deployment_alerts(self, deployment_id: int, *, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest alerts about deployment ``deployment_id`` itself (its data late): event, channel, since,
+        status, error."""
+        table = schema.deployment_alerts
+        with self.engine.begin() as conn:
+            rows = conn.execute(select(table).where(table.c.deployment_id == deployment_id)
+                                .order_by(table.c.id.desc()).limit(limit)).mappings().all()
+        return [{**dict(row), **{k: _aware(row[k]) for k in ("since", "created_at", "sent_at")}} for row in rows]
+
+
+def _claim_data_late(conn: Any, row: Any, now: datetime, compose: Any) -> list[dict[str, Any]]:
+    """Deployment ``row``'s alert that it started no run for longer than it expects one, once per silence
+    (counted from its last run, or from when it last changed), on its on_late and on_failure channels."""
+    from sqlalchemy import func
+
+    from ..service.channels import label
+
+    expect = row["expect_every_s"]
+    if not expect:
+        return []
+    runs, alerts = schema.pipeline_runs, schema.deployment_alerts
+    last = _aware(conn.execute(select(func.max(runs.c.created_at)).where(runs.c.deployment_id == row["id"])).scalar())
+    changed = _aware(row["updated_at"])
+    assert changed is not None
+    since = max(last, changed) if last is not None else changed
+    if (now - since).total_seconds() < expect:
+        return []
+    claimed: list[dict[str, Any]] = []
+    for rule in row["notify"]:
+        if rule["on"] not in ("on_late", "on_failure"):
+            continue
+        nested = conn.begin_nested()
+        try:
+            result = conn.execute(alerts.insert().values(deployment_id=row["id"], event="on_late_data",
+                                                         channel=label(rule), since=since, status="sending",
+                                                         attempts=0, created_at=_now()))
+        except IntegrityError:  # told already (by this service or another) for this silence
+            nested.rollback()
+            continue
+        nested.commit()
+        claimed.append({"id": int(result.inserted_primary_key[0]), "about": "deployment",  # type: ignore[index]
+                        "run_id": None, "channel": label(rule), "rule": dict(rule), "target": row["target"],
+                        "message": compose(row["name"], row["pipeline"], since, expect)})
+    return claimed
 
 
 def _failed_stages(conn: Any, run_ids: list[int]) -> dict[int, tuple[str, str | None]]:

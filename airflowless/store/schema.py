@@ -205,6 +205,7 @@ pipeline_deployments = Table(
     Column("on_files", JSON(none_as_null=True)),  # FileSpec.to_json(): runs once per new file or partition
     Column("conditions", JSON(none_as_null=True)),  # run conditions (airflowless.service.conditions)
     Column("deadline_s", Float),  # a run not ended this long after it was due is late (notify on_late / on_failure)
+    Column("expect_every_s", Float),  # no run started for this long: its data is late (notify on_late / on_failure)
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
@@ -255,6 +256,22 @@ notifications = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("sent_at", DateTime(timezone=True)),
     UniqueConstraint("run_id", "event", "channel", name="uq_notifications_run_event_channel"),
+)
+
+deployment_alerts = Table(  # notifications about a deployment rather than one of its runs: its data is late
+    "deployment_alerts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("deployment_id", Integer, nullable=False),
+    Column("event", String(20), nullable=False),  # on_late_data
+    Column("channel", String(200), nullable=False),
+    Column("since", DateTime(timezone=True), nullable=False),  # the last run it started: one alert per silence
+    Column("status", String(20), nullable=False),  # sending, sent, failed
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("error", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("sent_at", DateTime(timezone=True)),
+    UniqueConstraint("deployment_id", "event", "channel", "since", name="uq_deployment_alerts_once"),
 )
 
 trigger_seen = Table(

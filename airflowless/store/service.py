@@ -82,7 +82,8 @@ class ServiceRecords:
                                    after: dict[str, Any] | None = None,
                                    notify: list[dict[str, str]] | None = None,
                                    on_files: dict[str, Any] | None = None, deadline_s: float | None = None,
-                                   conditions: list[dict[str, Any]] | None = None) -> int:
+                                   conditions: list[dict[str, Any]] | None = None,
+                                   expect_every_s: float | None = None) -> int:
         """Record deployment ``name``; :class:`ConfigError` if the name is taken (unless ``replace``).
 
         ``after``: ``{"deployments": [names], "states": [run states]}``: it runs when a run of each of those
@@ -90,6 +91,7 @@ class ServiceRecords:
         a :class:`~airflowless.service.files.FileSpec` as JSON: it runs once per new file or partition.
         ``deadline_s``: a run not ended that long after it was due is late (:mod:`airflowless.service.notify`).
         ``conditions``: its runs start only when they hold (:mod:`airflowless.service.conditions`).
+        ``expect_every_s``: no run started for that long means its data is late (notified).
         """
         now = now or _now()
         table = schema.pipeline_deployments
@@ -102,7 +104,8 @@ class ServiceRecords:
                       schedule=schedule.to_json() if schedule else None, catchup=int(catchup),
                       max_active_runs=max_active_runs, priority=priority, pool=pool, paused=int(paused),
                       next_due_at=schedule.next_after(now) if schedule else None, broken=None, updated_at=now,
-                      after=after, notify=notify, on_files=on_files, deadline_s=deadline_s, conditions=conditions)
+                      after=after, notify=notify, on_files=on_files, deadline_s=deadline_s, conditions=conditions,
+                      expect_every_s=expect_every_s)
         with self.engine.begin() as conn:
             _lock(conn)
             if pool is not None:

@@ -258,7 +258,7 @@ def test_through_the_service_a_late_then_failed_run_sends_one_late_and_one_failu
     module.write_text(_FLAKY)
     db_url = f"sqlite:///{tmp_path / 'record.db'}"
     store = open_store(db_url)
-    with pytest.raises(ConfigError, match="--deadline says when a run is late"):
+    with pytest.raises(ConfigError, match="--deadline says when something is late"):
         deploy(str(module), "flaky", deadline="3s", store=store)
     with pytest.raises(ConfigError, match="has no function 'page_me'"):
         deploy(str(module), "flaky", notify=["on_failure=python:page_me"], store=store)
@@ -286,3 +286,30 @@ def test_through_the_service_a_late_then_failed_run_sends_one_late_and_one_failu
     assert ["is late" in m["Subject"] for m in box.messages] == [True, False]
     assert {(n["event"], n["status"]) for n in store.notifications_of(run_id)} == {
         ("on_late", "sent"), ("on_failure", "sent")}
+
+
+def test_a_deployment_that_starts_no_run_for_longer_than_expected_is_told_once_per_silence(
+        db: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = _Hook()
+    monkeypatch.setenv("OPS_HOOK", hook.url)
+    hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+    try:
+        deployment = db.create_pipeline_deployment(
+            "score-days", pipeline="score_day", target="t", params={}, schedule=None, now=hour_ago,
+            expect_every_s=600, notify=parse_notify(["on_late=webhook:env:OPS_HOOK", "on_success=email:a@b.example"]))
+        (alert,) = db.claim_notifications()
+        assert alert["about"] == "deployment" and alert["message"]["event"] == "late_data"
+        assert "started no run for more than 600 s" in alert["message"]["text"] and "data is late" in \
+            alert["message"]["text"]
+        assert db.claim_notifications() == []  # once per silence
+        notifier = Notifier(db)
+        notifier._send(alert)
+        (row,) = db.deployment_alerts(deployment)
+        assert row["status"] == "sent" and row["since"] == hour_ago and len(hook.received) == 1
+        _ended(db, deployment, RunStatus.SUCCEEDED)  # data came: a new silence starts from this run
+        assert [c["message"]["event"] for c in db.claim_notifications()] == ["success"]
+        assert [c["message"]["event"] for c in db.claim_notifications(
+            now=datetime.now(timezone.utc) + timedelta(minutes=11))] == ["late_data"]
+        notifier.close()
+    finally:
+        hook.close()

@@ -216,7 +216,8 @@ def test_migrations_7_to_10_keep_older_records_readable(backend_url: str) -> Non
                        "rerun", "queue_reason", "claimed_by", "claimed_at", "backfill_id", "upstream_run",
                        "upstream_runs", "trigger_detail"):
             conn.execute(text(f'ALTER TABLE pipeline_runs DROP COLUMN "{column}"'))
-        for table in ("pipeline_deployments", "pools", "backfills", "services", "notifications", "trigger_seen"):
+        for table in ("pipeline_deployments", "pools", "backfills", "services", "notifications", "trigger_seen",
+                      "deployment_alerts"):
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("DELETE FROM airflowless_schema_version WHERE version >= 7"))
         conn.execute(text("INSERT INTO pipeline_runs (pipeline, module, params, status, created_at, finished_at) "
