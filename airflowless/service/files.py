@@ -158,14 +158,24 @@ class FileSpec:
     def _regex(self) -> re.Pattern[str]:
         return _compiled(self.pattern)
 
-    def scan(self, fs: Any, now: float | None = None) -> tuple[dict[str, Match], float | None]:
-        """Every match under the pattern's root, by key, and when the next one that is not yet whole may be."""
+    def scan(self, fs: Any, now: float | None = None, *, skip: set[str] | frozenset[str] = frozenset()
+             ) -> tuple[dict[str, Match], float | None]:
+        """Every match under the pattern's root but those in ``skip``, by key, and when the next one that is not
+        yet whole may be. Folders are listed first and only those not skipped are looked into, so a lake of
+        many days taken already costs one listing of its folders per scan."""
         now = time.time() if now is None else now
         protocol = _protocol(self.pattern)
         found: dict[str, Match] = {}
-        root = self.root
         try:
-            listing = fs.find(_strip(root), withdirs=False, detail=True)
+            listing: dict[str, Any] = {}
+            if self.partitions:
+                folders = fs.glob(_strip(_SEGMENT_FIELD.sub("*", self.pattern).rstrip("/")), detail=True)
+                for folder, info in folders.items():
+                    key = _url(protocol, folder.rstrip("/")) + "/"
+                    if info.get("type") == "directory" and key not in skip and self.match(key) is not None:
+                        listing.update(fs.find(folder, withdirs=False, detail=True))
+            else:
+                listing = fs.find(_strip(self.root), withdirs=False, detail=True)
         except FileNotFoundError:
             return {}, None
         for raw, info in listing.items():
@@ -174,6 +184,8 @@ class FileSpec:
             if matched is None:
                 continue
             key, fields = matched
+            if key in skip:
+                continue
             entry = found.get(key)
             if entry is None:
                 entry = found[key] = Match(key, fields)

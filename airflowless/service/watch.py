@@ -70,7 +70,7 @@ class FileWatch:
                 if fs is None:
                     fs = filesystem(self.spec)
                     self._seen = self.store.seen_keys(self.deployment["id"])
-                found, wake_at = self.spec.scan(fs)
+                found, wake_at = self.spec.scan(fs, skip=self._seen)
                 self._take(found)
                 if wake_at is not None:
                     wait = min(wait, max(0.05, wake_at - time.time()))

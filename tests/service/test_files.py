@@ -26,6 +26,7 @@ from airflowless.service.files import FileSpec, filesystem
 from airflowless.store import RunStatus, open_store
 from tests.support import s3
 from tests.support.eventually import eventually
+from tests.support.processes import start_service as _service
 from tests.support.processes import stop
 from tests.support.s3 import s3_client
 
@@ -93,6 +94,9 @@ def test_a_folder_is_whole_once_quiet_or_once_its_marker_appears(tmp_path: Path)
     assert found[f"{tmp_path}/date=1/"].files == 2 and found[f"{tmp_path}/date=1/"].ready
     assert not found[f"{tmp_path}/date=2/"].ready
     assert wake is not None and 0 < wake - time.time() <= 2.0  # looked at again when it may be quiet
+    assert list(quiet.scan(filesystem(quiet), skip={f"{tmp_path}/date=1/"})[0]) == [f"{tmp_path}/date=2/"]
+    (tmp_path / "date=3").write_text("a file, not a folder")
+    assert f"{tmp_path}/date=3/" not in quiet.scan(filesystem(quiet))[0]
 
     marked = FileSpec.parse(f"{tmp_path}/date=*/", marker="_SUCCESS")
     found, wake = marked.scan(filesystem(marked))
@@ -138,12 +142,6 @@ def test_two_takers_of_the_same_match_queue_one_run(tmp_path: Path, store: Any) 
 
 
 # -- the service, end to end ----------------------------------------------------------------------------------------
-
-def _service(db: str, address: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "airflowless.cli", "service", "start", "--db", db,
-                             "--address", address, "--tick", "0.1"],
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-
 
 def _runs(store: Any, name: str) -> list[Any]:
     deployment = store.get_pipeline_deployment(name)

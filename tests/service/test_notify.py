@@ -247,12 +247,8 @@ def flaky(seconds: float = 0.1):
 @pytest.mark.usefixtures("home")
 def test_through_the_service_a_late_then_failed_run_sends_one_late_and_one_failure_on_each_channel(
         cluster_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-    import subprocess
-    import sys
-
     from airflowless.service.deploy import deploy, trigger
-    from tests.support.processes import stop
+    from tests.support.processes import start_service, stop
 
     module = tmp_path / "flaky.py"
     module.write_text(_FLAKY)
@@ -267,10 +263,8 @@ def test_through_the_service_a_late_then_failed_run_sends_one_late_and_one_failu
     hook = _Hook()
     log = tmp_path / "service.log"
     with Mailbox() as box:
-        env = {**os.environ, "OPS_HOOK": hook.url, "AIRFLOWLESS_SMTP": box.url}
-        service = subprocess.Popen([sys.executable, "-m", "airflowless.cli", "service", "start", "--db", db_url,
-                                    "--address", cluster_client.scheduler.address, "--tick", "0.1"],
-                                   stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env)
+        service = start_service(db_url, cluster_client.scheduler.address, log,
+                                {"OPS_HOOK": hook.url, "AIRFLOWLESS_SMTP": box.url})
         try:
             run_id = trigger("flaky", params={"seconds": 6.0}, store=store)
             eventually(lambda: store.get_run(run_id).status == RunStatus.FAILED, timeout=90,

@@ -23,6 +23,7 @@ import pytest
 from airflowless.service.deploy import deploy, submit, trigger
 from airflowless.store import RunStatus, open_store
 from tests.support.eventually import eventually
+from tests.support.processes import start_service as _service
 from tests.support.processes import stop
 
 _MODULE = '''
@@ -38,12 +39,6 @@ def work(interval_end: str, seconds: float) -> str:
 def ticking(interval_start: str = "", interval_end: str = "", seconds: float = 0.3):
     return work(interval_end, seconds)
 '''
-
-
-def _service(db: str, address: str, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "airflowless.cli", "service", "start", "--db", db,
-                             "--address", address, "--tick", "0.1"],
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=dict(os.environ))
 
 
 def _overlaps(spans: list[tuple[float, float]]) -> int:
