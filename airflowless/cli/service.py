@@ -85,6 +85,9 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
 @click.option("--after", "after", multiple=True, metavar="NAME[:STATE,...]",
               help="Run when a run of deployment NAME ends in STATE (default succeeded); repeat for fan-in: "
                    "when each has a new such run.")
+@click.option("--pass-param", "pass_params", multiple=True, metavar="PARAM[=UPSTREAM_PARAM]",
+              help="With --after: set PARAM from the followed run's parameter (of the same name, or UPSTREAM_PARAM). "
+                   "Repeatable.")
 @click.option("--notify", "notify", multiple=True, metavar="EVENT=CHANNEL",
               help="on_failure, on_success, on_retry or on_late = webhook:env:VARIABLE, webhook:file:PATH (the URL "
                    "stays a secret), email:ADDRESS[,ADDRESS] (AIRFLOWLESS_SMTP) or python:FUNCTION (of the "
@@ -123,7 +126,7 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
                    "as it is at each run).")
 @_DB
 def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz: str | None, every: float | None,
-           after: tuple[str, ...], notify: tuple[str, ...], only_if: tuple[str, ...], expect_every: str | None,
+           after: tuple[str, ...], pass_params: tuple[str, ...], notify: tuple[str, ...], only_if: tuple[str, ...], expect_every: str | None,
            deadline: str | None,
            on_new_files: str | None, from_match: tuple[str, ...],
            quiet_for: float | None, marker: str | None, poll: float | None, batch: bool, include_existing: bool,
@@ -146,6 +149,7 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
                        catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
                        paused=paused, replace=replace, upload=upload, after=list(after), notify=list(notify),
                        on_new_files=files, include_existing=include_existing, deadline=deadline, only_if=list(only_if), expect_every=expect_every,
+                       pass_params=list(pass_params),
                        store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)

@@ -82,7 +82,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
            replace: bool = False, upload: bool = False, after: list[str] | None = None,
            notify: list[str | tuple[str, Callable[..., Any]]] | None = None, on_new_files: str | FileSpec | None = None,
            include_existing: bool = False, deadline: str | float | None = None, only_if: list[str] | None = None,
-           expect_every: str | float | None = None,
+           pass_params: list[str] | None = None, expect_every: str | float | None = None,
            store: Store | None = None) -> dict[str, Any]:
     """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
 
@@ -104,7 +104,9 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
                                                                            every=every)
     if schedule is None and timezone_name is not None:
         raise ConfigError("--tz applies to a cron schedule (--cron); this deployment has none")
-    following = parse_after(after or [])
+    if pass_params and not after:
+        raise ConfigError("--pass-param passes parameters from the run a deployment follows: add --after NAME")
+    following = parse_after(after or [], pass_params)
     notifying = parse_notify(notify or [])
     deadline_s = parse_deadline(deadline)
     expect_every_s = parse_deadline(expect_every, option="--expect-every")
@@ -121,6 +123,8 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
         files = _mapped(files, pipe, params or {})
         found = check_reachable(files)
         supplied = _samples(files, pipe, found)
+    if following is not None and following.get("pass"):
+        supplied.update(_passed(following, pipe, params or {}, store))
     checked = checked_params(pipe, params or {}, scheduled=schedule is not None or following is not None,
                              supplied=supplied)
     if following is not None and UPSTREAM_PARAM in checked:
@@ -198,6 +202,30 @@ def _check_functions(target: str, rules: list[dict[str, str]]) -> None:
     if missing:
         raise ConfigError(f"--notify python:{missing[0]}: {module_part} has no function {missing[0]!r}; define "
                           "it in the pipeline's module (it is called with the message, a dict)")
+
+
+def _passed(following: dict[str, Any], pipe: Pipeline, params: dict[str, Any], store: Store | None
+            ) -> dict[str, None]:
+    """The parameters ``--pass-param`` takes from the upstream run, checked against both pipelines (no sample:
+    the graph is traced at each run)."""
+    from ..store import open_store
+
+    mapped: dict[str, str] = following["pass"]
+    unknown = sorted(set(mapped) - set(pipe.params))
+    if unknown:
+        raise ConfigError(f"--pass-param sets {unknown}, which pipeline {pipe.name!r} does not take; it takes "
+                          f"{sorted(pipe.params) or 'no parameters'}")
+    (name,) = following["deployments"]
+    try:
+        upstream = (store or open_store()).get_pipeline_deployment(name)
+    except KeyError as exc:
+        raise ConfigError(exc.args[0]) from None
+    _, upstream_pipe = _resolve(local_target(upstream["target"]))
+    missing = sorted(up for up in mapped.values() if up not in upstream_pipe.params)
+    if missing:
+        raise ConfigError(f"--pass-param takes {missing} from runs of {name!r}, whose pipeline "
+                          f"{upstream_pipe.name!r} has no such parameter; it has {sorted(upstream_pipe.params)}")
+    return dict.fromkeys(mapped)
 
 
 def _mapped(files: FileSpec, pipe: Pipeline, params: dict[str, Any]) -> FileSpec:

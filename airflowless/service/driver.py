@@ -50,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
                 params[name] = moment.isoformat()
         if UPSTREAM_PARAM in pipe.params and run.upstream_run is not None:
             params[UPSTREAM_PARAM] = run.upstream_run
-        files = store.file_trigger_of(run.deployment_id) if run.trigger == "files" and run.deployment_id else None
-        if files:  # what the file trigger matched, as text: parsed to the parameters' types
-            params.update(typed({name: params[name] for name in files["params"] if name in params}, pipe.params))
+        if run.trigger in ("files", "after") and run.deployment_id is not None:  # what the trigger set, as text
+            names = store.trigger_text_params(run.deployment_id)
+            params.update(typed({name: params[name] for name in names if name in params and name in pipe.params},
+                                pipe.params))
         bind_params(pipe.name, pipe.params, params)
         pipe.graph(**params)
     except Exception as exc:

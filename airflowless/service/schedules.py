@@ -39,7 +39,7 @@ UPSTREAM_PARAM = "upstream_run_id"
 """The parameter a run started by another deployment's run gets (that run's id) when its pipeline declares it."""
 
 
-def parse_after(specs: list[str]) -> dict[str, Any] | None:
+def parse_after(specs: list[str], passing: list[str] | None = None) -> dict[str, Any] | None:
     """``["score-days:succeeded", "features"]`` as a deployment's ``after``: the deployments, the run states.
 
     >>> parse_after(["score-days", "features:succeeded"])
@@ -58,7 +58,19 @@ def parse_after(specs: list[str]) -> dict[str, Any] | None:
     if len(chosen) > 1:
         raise ConfigError(f"the --after deployments share their states (a run follows when each has a new run in "
                           f"them); got {sorted(chosen)}")
-    return {"deployments": names, "states": list(chosen.pop())}
+    found: dict[str, Any] = {"deployments": names, "states": list(chosen.pop())}
+    if passing:
+        if len(names) != 1:
+            raise ConfigError("--pass-param takes parameters from the one run a deployment follows; with several "
+                              f"--after deployments ({names}) there is no one run to take them from")
+        mapped: dict[str, str] = {}
+        for spec in passing:
+            name, _, upstream = spec.partition("=")
+            if not name.strip():
+                raise ConfigError(f"--pass-param is PARAM or PARAM=UPSTREAM_PARAM, e.g. day; got {spec!r}")
+            mapped[name.strip()] = upstream.strip() or name.strip()
+        found["pass"] = mapped
+    return found
 
 _UTC = timezone.utc
 

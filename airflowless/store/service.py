@@ -268,7 +268,7 @@ class ServiceRecords:
                     continue  # an upstream deployment was removed: nothing to follow
                 followed = _last_followed(conn, row["id"])
                 found = {name: conn.execute(
-                    select(runs.c.id, runs.c.interval_start, runs.c.interval_end, runs.c.rerun)
+                    select(runs.c.id, runs.c.interval_start, runs.c.interval_end, runs.c.rerun, runs.c.params)
                     .where(and_(runs.c.deployment_id == ids[name], runs.c.status.in_(after["states"]),
                                 runs.c.finished_at >= row["created_at"], runs.c.id > followed.get(name, 0)))
                     .order_by(runs.c.id)).all() for name in upstream}
@@ -281,7 +281,10 @@ class ServiceRecords:
                 for chosen, single in picks:
                     interval = (single.interval_start, single.interval_end) if single is not None and \
                         single.interval_start is not None else None
-                    run_id = _insert_queued(conn, row["pipeline"], target=row["target"], params=row["params"],
+                    passed = {name: (single.params or {})[up] for name, up in (after.get("pass") or {}).items()
+                              if single is not None and up in (single.params or {})}
+                    run_id = _insert_queued(conn, row["pipeline"], target=row["target"],
+                                            params={**row["params"], **passed},
                                             trigger=Trigger.AFTER, deployment_id=row["id"],
                                             priority=row["priority"], pool=row["pool"], interval=interval,
                                             rerun=(single.rerun or 0) if interval else 0, backfill_id=None,

@@ -49,11 +49,15 @@ class TriggerRecords:
                                                          table.c.broken.is_(None)))).mappings().all()
         return [_deployment(row) for row in rows if row["on_files"]]
 
-    def file_trigger_of(self, deployment_id: int) -> dict[str, Any] | None:
-        """Deployment ``deployment_id``'s file trigger (``FileSpec.to_json()``), or None."""
+    def trigger_text_params(self, deployment_id: int) -> list[str]:
+        """The parameters deployment ``deployment_id``'s trigger sets from text its pipeline's types parse: what
+        a file trigger matched, what an ``--after`` trigger passes along from the upstream run."""
         table = schema.pipeline_deployments
         with self.engine.begin() as conn:
-            return conn.execute(select(table.c.on_files).where(table.c.id == deployment_id)).scalar() or None
+            row = conn.execute(select(table.c.on_files, table.c.after).where(table.c.id == deployment_id)).first()
+        if row is None:
+            return []
+        return [*((row.on_files or {}).get("params") or {}), *((row.after or {}).get("pass") or {})]
 
     def seen_keys(self, deployment_id: int) -> set[str]:
         """Every key deployment ``deployment_id``'s trigger took, or found there when it was deployed."""

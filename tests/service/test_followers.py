@@ -6,11 +6,12 @@ On both backends (SQLite file and the real PostgreSQL); the upstream runs are en
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
-from airflowless.errors import ConfigError
+from airflowless.errors import ConfigError, ParameterError
 from airflowless.service.schedules import Schedule, parse_after
 from airflowless.store import RunStatus, Store, open_store
 from airflowless.store.liveness import this_driver
@@ -109,3 +110,64 @@ def test_unknown_upstreams_bad_states_and_cycles_are_refused(db: Store) -> None:
         _deploy(db, "e", after=["a"], schedule=Schedule.parse(every=60))
     with pytest.raises(ConfigError, match="share their states"):
         parse_after(["a:failed", "b"])
+
+
+_UPSTREAM = '''
+from airflowless import pipeline, stage
+
+@stage
+def extract(day: str) -> str:
+    return day
+
+@pipeline
+def extract_day(day: str = "2026-11-01"):
+    return extract(day)
+'''
+
+_DOWNSTREAM = '''
+import datetime as dt
+from airflowless import pipeline, stage
+
+@stage
+def train(day: dt.date) -> str:
+    return day.isoformat()
+
+@pipeline
+def train_day(day: dt.date, epochs: int = 1):
+    return train(day)
+'''
+
+
+def test_a_follower_takes_chosen_parameters_of_the_run_it_follows(db: Store, tmp_path: Path) -> None:
+    from airflowless.service.deploy import deploy
+    from airflowless.service.files import typed
+
+    (tmp_path / "extract_day.py").write_text(_UPSTREAM)
+    (tmp_path / "train_day.py").write_text(_DOWNSTREAM)
+    upstream, downstream = str(tmp_path / "extract_day.py"), str(tmp_path / "train_day.py")
+    deploy(upstream, "extract", store=db)
+    with pytest.raises(ConfigError, match="add --after NAME"):
+        deploy(downstream, "train", pass_params=["day"], store=db)
+    with pytest.raises(ConfigError, match="which pipeline 'train_day' does not take"):
+        deploy(downstream, "train", after=["extract"], pass_params=["when=day"], store=db)
+    with pytest.raises(ConfigError, match="whose pipeline 'extract_day' has no such parameter"):
+        deploy(downstream, "train", after=["extract"], pass_params=["day=date"], store=db)
+    with pytest.raises(ParameterError, match="needs parameter"):  # day is required and nothing sets it
+        deploy(downstream, "train", after=["extract"], store=db)
+    deploy(downstream, "train", after=["extract"], pass_params=["day"], store=db)
+
+    run = db.enqueue_run("extract_day", target="t", params={"day": "2026-11-03"}, trigger="manual",
+                         deployment_id=db.get_pipeline_deployment("extract")["id"])
+    db.take_queued_run(run, module="m", params={"day": "2026-11-03"}, driver=this_driver(), address=None)
+    db.finish_run(run, RunStatus.SUCCEEDED)
+    (follower,) = db.queue_followers()
+    record = db.get_run(follower)
+    assert record.params == {"day": "2026-11-03"} and record.upstream_run == run
+    # the driver parses what the trigger passed as text to the pipeline's types
+    from airflowless.dag import load_pipeline
+
+    names = db.trigger_text_params(record.deployment_id)
+    assert names == ["day"]
+    assert typed({"day": record.params["day"]}, load_pipeline(downstream).params) == {"day": date(2026, 11, 3)}
+    with pytest.raises(ConfigError, match="no one run to take them from"):
+        parse_after(["extract", "train"], ["day"])
