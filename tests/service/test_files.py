@@ -26,8 +26,8 @@ from airflowless.service.files import FileSpec, filesystem
 from airflowless.store import RunStatus, open_store
 from tests.support import s3
 from tests.support.eventually import eventually
+from tests.support.processes import start_service, stop
 from tests.support.processes import start_service as _service
-from tests.support.processes import stop
 from tests.support.s3 import s3_client
 
 s3_endpoint = s3.s3_endpoint  # the fixture
@@ -327,3 +327,33 @@ def test_the_cli_deploys_the_day_pipeline_on_new_day_folders_and_refuses_what_ca
         assert f"started by the service: files: new folder {root}/date=2026-11-03/ (1 file)" in shown
     finally:
         stop(service)
+
+
+@pytest.mark.usefixtures("home")
+def test_two_service_processes_on_postgresql_queue_one_run_per_new_folder(
+        cluster_client: Any, postgres_url: str, tmp_path: Path) -> None:
+    module = tmp_path / "score_day.py"
+    module.write_text(_MODULE)
+    (tmp_path / "lake").mkdir()
+    store = open_store(postgres_url)
+    store.set_pool("held", 0)  # the runs stay queued: what is counted is what the services queued
+    deploy(str(module), "racing", pool="held", store=store,
+           on_new_files=FileSpec.parse(f"{tmp_path}/lake/date=*/", params={"day": "date"}, quiet_s=0.2))
+    logs = [tmp_path / "one.log", tmp_path / "two.log"]
+    services = [start_service(postgres_url, cluster_client.scheduler.address, log) for log in logs]
+    try:
+        eventually(lambda: len(store.live_services()) == 2, timeout=60,
+                   message=lambda: "".join(log.read_text()[-1500:] for log in logs))
+        time.sleep(1.5)  # both watching
+        for n in range(30):
+            _write(tmp_path / "lake" / f"date=2024-02-{n + 1:02d}" / "part-0.csv")
+        eventually(lambda: len(store.queued_runs()) >= 30, timeout=60,
+                   message=lambda: "".join(log.read_text()[-1500:] for log in logs))
+        time.sleep(2.0)  # and no more
+    finally:
+        for service in services:
+            stop(service)
+    days = Counter(run.params["day"] for run in store.queued_runs())
+    assert len(days) == 30 and set(days.values()) == {1}
+    queued = [line for log in logs for line in log.read_text().splitlines() if "queued for new folder" in line]
+    assert len(queued) == 30  # between them, each folder once
