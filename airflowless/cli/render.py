@@ -58,7 +58,9 @@ def print_runs(runs: list[RunRecord]) -> None:
     for column in ("id", "pipeline", "status", "started", "duration", "params"):
         table.add_column(column, overflow="fold")
     for r in runs:
-        table.add_row(str(r.id), r.pipeline, _status(r.status), r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        began = r.started_at or (r.created_at if r.status != RunStatus.QUEUED and r.trigger is None else None)
+        table.add_row(str(r.id), r.pipeline, _status(r.status),
+                      began.strftime("%Y-%m-%d %H:%M:%S") if began else f"queued {r.created_at:%H:%M:%S}",
                       f"{r.duration_s:.2f}s" if r.duration_s is not None else "",
                       _short(", ".join(f"{k}={v!r}" for k, v in r.params.items())))
     _console().print(table)

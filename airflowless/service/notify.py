@@ -24,7 +24,7 @@ service or a run. The message (schema version 1)::
     {"schema": "airflowless.notification/1", "event": "failure", "deployment": "nightly",
      "run_id": 41, "pipeline": "taxi", "status": "failed", "error": "...", "trigger": "schedule",
      "trigger_detail": null, "interval_start": "...", "interval_end": "...", "created_at": "...",
-     "finished_at": "...", "text": "airflowless: run 41 of nightly (taxi) failed: ..."}
+     "started_at": "...", "finished_at": "...", "text": "airflowless: run 41 of nightly (taxi) failed: ..."}
 
 with ``due_at`` and ``deadline_s`` added for ``late``, and ``stage`` and ``stage_error`` for ``retry`` and
 for a failure with a failed stage.
@@ -147,7 +147,8 @@ def message(run: Any, deployment: str, event: str, **extra: Any) -> dict[str, An
             "run_id": run.id, "pipeline": run.pipeline, "status": run.status, "error": run.error,
             "trigger": run.trigger, "trigger_detail": getattr(run, "trigger_detail", None),
             "interval_start": iso(run.interval_start), "interval_end": iso(run.interval_end),
-            "created_at": iso(run.created_at), "finished_at": iso(run.finished_at), **extra, "text": text}
+            "created_at": iso(run.created_at), "started_at": iso(getattr(run, "started_at", None)),
+            "finished_at": iso(run.finished_at), **extra, "text": text}
 
 
 def data_late_message(deployment: str, pipeline: str, since: datetime, expect_s: float) -> dict[str, Any]:

@@ -93,7 +93,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "file and partition triggers (what each deployment saw and took); deadlines, late data and their "
                   "alerts; run conditions",
               _steps(_add_columns("pipeline_deployments", "on_files", "deadline_s", "expect_every_s", "conditions"),
-                     _add_columns("pipeline_runs", "trigger_detail"), _create("trigger_seen", "deployment_alerts"))),
+                     _add_columns("pipeline_runs", "trigger_detail", "started_at"),
+                     _create("trigger_seen", "deployment_alerts"))),
 )
 
 

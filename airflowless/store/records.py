@@ -117,13 +117,15 @@ class RunRecord:
     upstream_run: int | None = None
     upstream_runs: dict[str, int] | None = None
     trigger_detail: str | None = None
+    started_at: datetime | None = None  # when it began running (None: queued, or recorded before this was kept)
     stages: list[StageRecord] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float | None:
+        """How long it ran (not how long it waited in the queue before)."""
         if self.finished_at is None:
             return None
-        return (self.finished_at - self.created_at).total_seconds()
+        return (self.finished_at - (self.started_at or self.created_at)).total_seconds()
 
     def stage(self, node: str) -> StageRecord:
         for record in self.stages:

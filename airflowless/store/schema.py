@@ -77,6 +77,7 @@ pipeline_runs = Table(
     Column("backfill_id", Integer, index=True),
     Column("upstream_run", Integer),  # the run whose end started this one (a deployment's --after trigger)
     Column("upstream_runs", JSON),  # upstream deployment -> the run of it this one followed (fan-in: several)
+    Column("started_at", DateTime(timezone=True)),  # when its driver took it (a queued run waits before)
     Column("trigger_detail", Text),  # what the trigger saw: "new folder s3://b/taxi/date=2024-01-03/ (3 files)"
     Index("uq_runs_deployment_interval", "deployment_id", "interval_start", "rerun", unique=True),
     Index("uq_runs_deployment_upstream", "deployment_id", "upstream_run", unique=True),

@@ -369,7 +369,8 @@ class ServiceRecords:
         now = _now()
         with self.engine.begin() as conn:
             taken = conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED))
-                                 .values(status=RunStatus.RUNNING, module=module, params=params, address=address,
+                                 .values(status=RunStatus.RUNNING, started_at=now, module=module, params=params,
+                                         address=address,
                                          driver_host=driver.host, driver_pid=driver.pid,
                                          driver_started=driver.started, heartbeat_at=now, queue_reason=None))
             if taken.rowcount != 1:

@@ -107,7 +107,7 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
             result = conn.execute(
                 schema.pipeline_runs.insert().values(
                     pipeline=pipeline, module=module, params=params, status=RunStatus.RUNNING,
-                    address=address, resumed_from=resumed_from, created_at=now, heartbeat_at=now,
+                    address=address, resumed_from=resumed_from, created_at=now, started_at=now, heartbeat_at=now,
                     driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started,
                 )
             )
@@ -305,7 +305,8 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
     def _run(row: Any, stages: list[StageRecord]) -> RunRecord:
         """The run as users should see it: legacy words mapped, a dead driver's run ``abandoned``."""
         data = dict(row)
-        for key in ("created_at", "finished_at", "heartbeat_at", "interval_start", "interval_end", "claimed_at"):
+        for key in ("created_at", "finished_at", "heartbeat_at", "interval_start", "interval_end", "claimed_at",
+                    "started_at"):
             data[key] = _aware(data[key])
         data["status"] = RunStatus.LEGACY.get(data["status"], data["status"])
         if data["status"] == RunStatus.RUNNING:

@@ -214,7 +214,7 @@ def test_migrations_7_to_10_keep_older_records_readable(backend_url: str) -> Non
             conn.execute(text(f"DROP INDEX {index}"))
         for column in ("target", "deployment_id", "trigger", "priority", "pool", "interval_start", "interval_end",
                        "rerun", "queue_reason", "claimed_by", "claimed_at", "backfill_id", "upstream_run",
-                       "upstream_runs", "trigger_detail"):
+                       "upstream_runs", "trigger_detail", "started_at"):
             conn.execute(text(f'ALTER TABLE pipeline_runs DROP COLUMN "{column}"'))
         for table in ("pipeline_deployments", "pools", "backfills", "services", "notifications", "trigger_seen",
                       "deployment_alerts"):
@@ -233,3 +233,21 @@ def test_migrations_7_to_10_keep_older_records_readable(backend_url: str) -> Non
     finally:
         again.close()
     assert os.getpid()
+
+
+def test_a_queued_run_counts_its_run_from_when_its_driver_took_it_not_from_when_it_was_queued(db: Store) -> None:
+    from click.testing import CliRunner
+
+    from airflowless.cli.main import cli
+
+    run_id = db.enqueue_run("p", target="t", params={}, trigger="submit")
+    with db.engine.begin() as conn:  # queued an hour ago
+        conn.execute(schema.pipeline_runs.update().where(schema.pipeline_runs.c.id == run_id).values(
+            created_at=datetime.now(timezone.utc) - timedelta(hours=1)))
+    listing = CliRunner().invoke(cli, ["runs", "list", "--db", str(db.url)])
+    assert listing.exit_code == 0 and "queued " in listing.output  # not a start time
+    db.take_queued_run(run_id, module="m", params={}, driver=this_driver(), address=None)
+    db.finish_run(run_id, RunStatus.SUCCEEDED)
+    run = db.get_run(run_id)
+    assert run.started_at is not None and run.started_at - run.created_at >= timedelta(minutes=59)
+    assert run.duration_s is not None and run.duration_s < 60  # it ran seconds, it waited an hour

@@ -63,7 +63,7 @@
     const summary = section("summary", null);
     const cancel = run.status === "running" || run.status === "queued" ? actionButton("cancel run", "runs/" + encodeURIComponent(run.id) + "/cancel",
       "Cancel run " + run.id + "?") : null;
-    update(summary, el("p", {}, badge(run.status), " ", run.module, " · started ", time(run.created_at),
+    update(summary, el("p", {}, badge(run.status), " ", run.module, run.started_at || !run.trigger ? " · started " : " · queued ", time(run.started_at || run.created_at),
       run.duration_s != null ? " · took " + duration(run.duration_s) : "", " ", cancel),
       run.trigger ? el("p", { class: "af-muted" }, "started by the service: " + run.trigger +
         (run.trigger_detail ? " (" + run.trigger_detail + ")" : "") +

@@ -9,7 +9,7 @@
       { label: "pipeline", value: (r) => r.pipeline },
       { label: "module", value: (r) => r.module },
       { label: "status", value: (r) => r.status, cell: (r) => badge(r.status) },
-      { label: "started", value: (r) => r.created_at, cell: (r) => time(r.created_at) },
+      { label: "started", value: (r) => r.started_at || r.created_at, cell: (r) => time(r.started_at || r.created_at) },
       { label: "duration", value: (r) => r.duration_s, cell: (r) => duration(r.duration_s) },
       { label: "error", value: (r) => r.error || "" },
     ], runs, { sortable: true, cls: "runs", key: (r) => r.id, empty: "no runs recorded yet" });
