@@ -7,6 +7,7 @@ import click
 from .. import __version__
 from .cluster import cluster
 from .experiments import experiments
+from .models import models
 from .pipelines import pipelines
 from .run import run
 from .runs import runs
@@ -40,6 +41,7 @@ cli.add_command(runs)
 cli.add_command(pipelines)
 cli.add_command(cluster)
 cli.add_command(experiments)
+cli.add_command(models)
 cli.add_command(serve)
 cli.add_command(ui)
 for command in (service, deploy, submit, backfill, deployments, pools):

@@ -17,6 +17,8 @@ route (under ``/airflowless/api/v1``)             verb  what
 ``pipeline-deployments/{name}/backfill``          POST  ``{"start", "end", "max_active_runs", "rerun"}``
 ``queue``                                         GET   the queued runs in start order, why each waits,
                                                         the pools
+``models``                                        GET   registered models (:mod:`airflowless.models`)
+``models/{name}``                                 GET   one model's versions, newest first
 ================================================  ====  =================================================
 """
 
@@ -122,6 +124,31 @@ class PipelineDeploymentAction(ApiHandler):
         await self.read(_act, name, verb, body)
 
 
+def registered_models(store: Any) -> dict[str, Any]:
+    from .reads import plain
+
+    return {"models": plain(store.list_models())}
+
+
+def registered_model(store: Any, name: str) -> dict[str, Any]:
+    from .reads import plain
+
+    try:
+        return {"name": name, "versions": plain(store.model_versions(name))}
+    except KeyError as exc:
+        raise NotFound(exc.args[0]) from None
+
+
+class Models(ApiHandler):
+    async def get(self) -> None:
+        await self.read(registered_models)
+
+
+class Model(ApiHandler):
+    async def get(self, name: str) -> None:
+        await self.read(registered_model, name)
+
+
 class Queue(ApiHandler):
     async def get(self) -> None:
         await self.read(queue)
@@ -133,4 +160,6 @@ def routes() -> list[tuple[str, type[ApiHandler]]]:
         ("pipeline-deployments/([^/]+)", PipelineDeployment),
         ("pipeline-deployments/([^/]+)/(trigger|pause|unpause|backfill)", PipelineDeploymentAction),
         ("queue", Queue),
+        ("models", Models),
+        ("models/([^/]+)", Model),
     ]

@@ -41,6 +41,11 @@ def stage_thread(run_id: int, node: str) -> AbstractContextManager[None]:
     return _stages.mark((run_id, node))
 
 
+def current_stage() -> tuple[int, str] | None:
+    """(run id, node) of the stage this thread runs now, or None outside a stage."""
+    return _stages.key_of(threading.get_ident())
+
+
 def in_stage() -> bool:
     """Whether this thread runs a pipeline stage's body now."""
     return _stages.has_thread(threading.get_ident())

@@ -50,6 +50,11 @@ class MarkedThreads(Generic[K]):
         with self._lock:
             return [key for key in self._threads if where(key)]
 
+    def key_of(self, ident: int) -> K | None:
+        """The key thread ``ident`` runs now, or None."""
+        with self._lock:
+            return next((key for key, thread in self._threads.items() if thread == ident), None)
+
     def has_thread(self, ident: int) -> bool:
         with self._lock:
             return ident in self._threads.values()

@@ -76,12 +76,14 @@ class _CustomScorer:
 
 
 class BatchPredictor:
-    """Offline predictions for a Dataset from a checkpoint (XGBoost, LightGBM or scikit-learn)."""
+    """Offline predictions for a Dataset from a checkpoint (XGBoost, LightGBM or scikit-learn), a path, or a
+    registered version (``models:/NAME@ALIAS``)."""
 
     def __init__(self, checkpoint: Checkpoint | str, predictor_cls: Any = None, **predictor_kwargs: Any) -> None:
+        from ..models import checkpoint_of
         from .predictor import Predictor
 
-        self.checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
+        self.checkpoint = checkpoint_of(checkpoint)  # a models:/ URI resolved here, in the caller's process
         self.predictor_cls = None if predictor_cls is Predictor else predictor_cls
         self.predictor_kwargs = predictor_kwargs
         if self.predictor_cls is None and predictor_kwargs:

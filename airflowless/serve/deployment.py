@@ -75,6 +75,9 @@ class Deployment:
         if self.is_function and (args or kwargs):
             raise ConfigError(f"deployment {self.name!r} is a function: bind() takes no arguments, "
                               f"got {len(args)} positional and {sorted(kwargs)} keyword")
+        prepare = getattr(self.target, "__serve_bind__", None)  # a class's arguments settled in the caller
+        if prepare is not None:
+            args, kwargs = prepare(args, kwargs)
         return Application(self, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

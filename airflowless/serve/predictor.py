@@ -110,6 +110,17 @@ class Predictor:
     to score (default: one row per JSON object); it sees JSON, never a pickle.
     """
 
+    @staticmethod
+    def __serve_bind__(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """At ``bind()``, in the caller's process: a ``models:/`` URI resolved through the record (and its files
+        checked), so replicas get the version's files, wherever they run."""
+        from ..models import checkpoint_of, is_model_uri
+
+        args = tuple(checkpoint_of(a) if is_model_uri(a) else a for a in args)
+        if is_model_uri(kwargs.get("checkpoint")):
+            kwargs = {**kwargs, "checkpoint": checkpoint_of(kwargs["checkpoint"])}
+        return args, kwargs
+
     def __init__(self, checkpoint: Checkpoint | str | type, predictor_cls: Any = None, *,
                  http_adapter: Callable[[Any], Any] | None = None, feature_columns: list[str] | None = None,
                  **predictor_kwargs: Any) -> None:

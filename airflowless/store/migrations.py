@@ -95,6 +95,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _steps(_add_columns("pipeline_deployments", "on_files", "deadline_s", "expect_every_s", "conditions"),
                      _add_columns("pipeline_runs", "trigger_detail", "started_at"),
                      _create("trigger_seen", "deployment_alerts"))),
+    Migration(11, "the model registry: models, versions, aliases (with their history)",
+              _create("registered_models", "model_versions", "model_aliases")),
 )
 
 

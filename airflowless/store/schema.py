@@ -289,3 +289,47 @@ trigger_seen = Table(
     UniqueConstraint("deployment_id", "key", name="uq_trigger_seen_deployment_key"),
     Index("ix_trigger_seen_run_id", "run_id"),
 )
+
+# -- the model registry (airflowless.models) --------------------------------------------------------------------------
+
+registered_models = Table(
+    "registered_models",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("description", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+model_versions = Table(
+    "model_versions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("model_id", Integer, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("uri", Text, nullable=False),  # the registry's copy: <storage>/models/<digest>, its manifest signed
+    Column("digest", String(64), nullable=False),  # sha256 of the manifest (every file's path and sha256)
+    Column("source", Text),  # the checkpoint it was registered from
+    Column("metrics", JSON),
+    Column("tags", JSON),
+    Column("description", Text),
+    Column("run_id", Integer),  # lineage: the pipeline run and stage that registered it, the trial that made it
+    Column("stage", String(200)),
+    Column("experiment_id", Integer),
+    Column("trial_id", Integer),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("model_id", "version", name="uq_model_versions_model_version"),
+)
+
+model_aliases = Table(
+    "model_aliases",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("model_id", Integer, nullable=False),
+    Column("alias", String(100), nullable=False),
+    Column("version", Integer),  # None: the alias was removed (the row is its history)
+    Column("set_at", DateTime(timezone=True), nullable=False),
+    Index("ix_model_aliases_model_alias", "model_id", "alias"),
+)
+

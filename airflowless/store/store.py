@@ -32,6 +32,7 @@ from .engine import make_engine
 from .experiments import ExperimentRecords
 from .liveness import Driver, driver_alive, this_driver
 from .migrations import migrate
+from .models import ModelRecords
 from .notifications import NotificationRecords
 from .records import RunRecord, RunStatus, StageRecord, StageStatus
 from .service import ServiceRecords
@@ -64,7 +65,8 @@ def _to_utc(fields: dict[str, Any]) -> dict[str, Any]:
             for k, v in fields.items()}
 
 
-class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords, NotificationRecords):
+class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords, NotificationRecords,
+            ModelRecords):
     """The record of runs. Build with :func:`open_store`."""
 
     def __init__(self, engine: Engine) -> None:

@@ -36,6 +36,14 @@ class Checkpoint:
     def from_directory(cls, path: str | os.PathLike[str]) -> Checkpoint:
         return cls(os.fspath(path))
 
+    @classmethod
+    def from_uri(cls, uri: str) -> Checkpoint:
+        """The checkpoint at ``uri``: a path or fsspec URL, or a registered model version
+        (``models:/NAME@ALIAS``, ``models:/NAME/VERSION``; :mod:`airflowless.models`)."""
+        from ..models import checkpoint_of
+
+        return checkpoint_of(uri)
+
     @property
     def filesystem(self) -> Any:
         return fsspec.core.url_to_fs(self.path, **self.storage_options)[0]

@@ -134,6 +134,7 @@ def record(tmp_path: Path) -> tuple[str, dict[str, int]]:
                             http_address="http://127.0.0.1:8000", config={}, pid=1)
     store.create_pipeline_deployment("nightly", pipeline="taxi", target="pipelines/taxi.py:taxi", params={},
                                      schedule=None)
+    store.create_model_version("nightly", uri="/models/0a", digest="0a" * 32, metrics={"auc": 0.8})
     store.close()
     return url, {"run": run_id, "experiment": experiment_id, "trial": trial_id}
 
