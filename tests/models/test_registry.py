@@ -88,6 +88,12 @@ def test_lineage_names_the_trial_and_experiment_that_wrote_the_checkpoint(db: St
     db.add_checkpoint(trial, 5, checkpoint.path, {"auc": 0.9})
     version = models.register("m", checkpoint, store=db)
     assert (version.experiment_id, version.trial_id) == (experiment, trial)
+    assert (version.run_id, version.stage) == (None, None)
+    from airflowless.dag.interrupt import stage_thread
+
+    with stage_thread(41, "train"):  # as the body of stage "train" of run 41 runs on its worker
+        inside = models.register("m", checkpoint, store=db)
+    assert (inside.run_id, inside.stage, inside.trial_id) == (41, "train", trial)
 
 
 def test_a_models_uri_serves_and_batch_predicts_the_version_it_names(serve_url: str, db: Store, tmp_path: Path
