@@ -400,6 +400,34 @@ def test_deployments_page_shows_the_schedules_the_queue_and_pauses_and_triggers(
     store.close()
 
 
+# -- models: the registry's models, and one model's versions with aliases and lineage links ---
+
+def test_models_pages_show_the_registry_with_aliases_and_lineage(browser: Browser, dashboard: str,
+                                                                  tmp_path: Path) -> None:
+    from airflowless import models
+    from airflowless.store import open_store
+    from tests.serve.test_predictor import make_checkpoint
+
+    store = open_store()
+    checkpoint, _ = make_checkpoint(tmp_path / "ckpt")
+    experiment = store.create_experiment("tune-taxi", kind="tune", config={})
+    trial = store.add_trial(experiment, "trial_0", config={})
+    store.add_checkpoint(trial, 3, checkpoint.path, {"auc": 0.9})
+    first = models.register("taxi-big-tip", checkpoint, metrics={"auc": 0.912345}, tags={"data": "2026-11"},
+                            store=store)
+    models.register("taxi-big-tip", checkpoint, description="<i>retrained</i>", store=store)
+    models.set_alias("taxi-big-tip", "champion", first.version, store=store)
+    dom = show(browser, dashboard, "airflowless/models", "models", until=f"{count('table.models tbody tr')} >= 1")
+    assert re.search(r'<a href="[^"]*/airflowless/models/taxi-big-tip">taxi-big-tip</a></td><td[^>]*>2</td>', dom), dom
+    assert "champion → 1" in dom
+    dom = show(browser, dashboard, "airflowless/models/taxi-big-tip", "model",
+               until=f"{count('table.model-versions tbody tr')} === 2")
+    assert "auc=0.9123" in dom and "data=2026-11" in dom and "&lt;i&gt;retrained&lt;/i&gt;" in dom
+    assert f'/airflowless/trials/{trial}">trial {trial}</a>' in dom
+    assert f'/airflowless/experiments/{experiment}">experiment {experiment}</a>' in dom
+    store.close()
+
+
 # -- data: a dataset whose map_batches waits on an Event while the page looks ----------------
 
 def held_batch(batch: dict[str, Any], gate: str) -> dict[str, Any]:

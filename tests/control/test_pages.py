@@ -18,7 +18,7 @@ PAGE_PATHS = {
     "index": "/airflowless/", "runs": "/airflowless/runs", "run": "/airflowless/runs/1",
     "experiments": "/airflowless/experiments", "experiment": "/airflowless/experiments/1",
     "trial": "/airflowless/trials/1", "data": "/airflowless/data", "serve": "/airflowless/serve",
-    "deployments": "/airflowless/deployments",
+    "deployments": "/airflowless/deployments", "models": "/airflowless/models", "model": "/airflowless/models/taxi",
 }
 
 
@@ -61,7 +61,7 @@ def test_every_page_renders_its_shell(server: str, page: str) -> None:
     assert 'data-root="/airflowless"' in body
     assert f'src="/airflowless/static/{page}.js?v=' in body
     assert 'src="/airflowless/static/common.js?v=' in body
-    for name in ("runs", "experiments", "deployments", "data", "serve"):  # the navigation
+    for name in ("runs", "experiments", "deployments", "models", "data", "serve"):  # the navigation
         assert f'href="/airflowless/{name}"' in body
     assert "Dask dashboard" not in body  # no scheduler behind this server
     assert "<script>" not in body  # nothing inline: the CSP forbids it and no record text is here

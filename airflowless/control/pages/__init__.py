@@ -35,6 +35,8 @@ PAGES: dict[str, tuple[str, bool]] = {
     "data": ("Data", False),
     "serve": ("Serve", False),
     "deployments": ("Deployments", True),
+    "models": ("Models", True),
+    "model": ("Model", True),
 }
 
 #: label -> path, as distributed's ``/individual-plots.json`` lists them (JupyterLab's Dask extension reads it)
@@ -44,6 +46,7 @@ INDIVIDUAL_PLOTS = {
     "Airflowless Data": "/airflowless/data",
     "Airflowless Serve": "/airflowless/serve",
     "Airflowless Deployments": "/airflowless/deployments",
+    "Airflowless Models": "/airflowless/models",
 }
 
 
@@ -66,6 +69,8 @@ def routes(ctx: Any) -> list[tuple[str, type, dict[str, Any]]]:
         (r"/airflowless/data/?", handlers.PageHandler, page("data")),
         (r"/airflowless/serve/?", handlers.PageHandler, page("serve")),
         (r"/airflowless/deployments/?", handlers.PageHandler, page("deployments")),
+        (r"/airflowless/models/?", handlers.PageHandler, page("models")),
+        (r"/airflowless/models/([^/]+)", handlers.PageHandler, page("model")),
         (r"/airflowless/static/(.*)", handlers.StaticHandler, {"path": handlers.STATIC}),
     ]
     if ctx.scheduler is not None:
@@ -94,4 +99,5 @@ def links(client: Any) -> dict[str, str]:
     'http://127.0.0.1:8787/airflowless/runs'
     """
     base = str(client.dashboard_link).rsplit("/", 1)[0] + "/airflowless"
-    return {"index": base + "/", **{name: f"{base}/{name}" for name in ("runs", "experiments", "data", "serve", "deployments")}}
+    return {"index": base + "/", **{name: f"{base}/{name}" for name in ("runs", "experiments", "data", "serve", "deployments",
+                                                                           "models")}}

@@ -63,7 +63,8 @@ class PageHandler(web.RequestHandler):
             page=self.page, ident=ident or "", heading=heading, root=root, version=_version(),
             dask_root=prefix + "/" if self.ctx.scheduler is not None else None,
             no_store=NO_STORE if reads_store and self.ctx.current_store_url() is None else None,
-            nav=[(name, PAGES[name][0]) for name in ("runs", "experiments", "deployments", "data", "serve")]))
+            nav=[(name, PAGES[name][0]) for name in ("runs", "experiments", "deployments", "models", "data",
+                                                     "serve")]))
 
 
 class StaticHandler(web.StaticFileHandler):

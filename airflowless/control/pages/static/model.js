@@ -1,0 +1,34 @@
+/* One registered model: its versions, newest first, with aliases, metrics, tags and lineage (links to the run,
+ * the experiment and the trial that made each). */
+"use strict";
+(function () {
+  const { el, getJSON, poll, content, table, time, link, list } = AF;
+  const name = AF.id;
+
+  function pairs(values) {
+    return Object.entries(values || {}).map(([k, v]) => k + "=" + (typeof v === "number" ? Number(v.toPrecision(4)) : v)).join(", ");
+  }
+
+  function lineage(v) {
+    const parts = [];
+    if (v.run_id != null) parts.push(link("runs/" + encodeURIComponent(v.run_id), "run " + v.run_id + (v.stage ? " · " + v.stage : "")));
+    if (v.experiment_id != null) parts.push(link("experiments/" + encodeURIComponent(v.experiment_id), "experiment " + v.experiment_id));
+    if (v.trial_id != null) parts.push(link("trials/" + encodeURIComponent(v.trial_id), "trial " + v.trial_id));
+    if (!parts.length && v.source) parts.push(v.source);
+    return el("span", {}, parts.map((p, i) => [i ? " · " : "", p]));
+  }
+
+  poll(async function () {
+    const found = await getJSON("models/" + encodeURIComponent(name));
+    table(content(), [
+      { label: "version", value: (v) => v.version, num: true },
+      { label: "aliases", value: (v) => (v.aliases || []).join(", ") },
+      { label: "metrics", value: (v) => pairs(v.metrics) },
+      { label: "tags", value: (v) => pairs(v.tags) },
+      { label: "lineage", value: (v) => v.run_id || v.trial_id || 0, cell: lineage },
+      { label: "description", value: (v) => v.description || "" },
+      { label: "registered", value: (v) => v.created_at, cell: (v) => time(v.created_at) },
+    ], list(found, "versions"), { sortable: true, cls: "model-versions", key: (v) => v.version, empty: "no versions" });
+    return true;
+  }, 5000);
+})();
