@@ -130,3 +130,47 @@ def _short(values: dict[str, Any] | None, most: int = 4) -> str:
         return ""
     shown = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(values.items())[:most]]
     return ", ".join(shown) + (" ..." if len(values) > most else "")
+
+
+@models.command("export")
+@click.argument("name")
+@click.argument("version", type=int)
+@click.option("--to", "path", default=None, metavar="DIR", help="Write an MLflow model directory here.")
+@click.option("--mlflow", "tracking_uri", default=None, metavar="URI",
+              help="Log and register it on this MLflow tracking server instead.")
+@click.option("--as", "registered_name", default=None, metavar="NAME", help="Its name in MLflow's registry.")
+@_DB
+def export(name: str, version: int, path: str | None, tracking_uri: str | None, registered_name: str | None,
+           db: str | None) -> None:
+    """Export VERSION of model NAME as an MLflow model (XGBoost, LightGBM, scikit-learn)."""
+    from ..models.mlflow import export_mlflow, push_to_mlflow
+
+    try:
+        if (path is None) == (tracking_uri is None):
+            raise click.UsageError("give one of --to DIR or --mlflow URI")
+        if path is not None:
+            kind = export_mlflow(name, version, path, store=_store(db))
+            click.echo(f"{name} version {version}: an MLflow {kind} model in {path}")
+        else:
+            number = push_to_mlflow(name, version, tracking_uri=str(tracking_uri), registered_name=registered_name,
+                                    store=_store(db))
+            click.echo(f"{name} version {version}: MLflow model {registered_name or name} version {number}")
+    except (AirflowlessError, KeyError) as exc:
+        _fail(exc)
+
+
+@models.command("import")
+@click.argument("model_uri")
+@click.option("--name", required=True, help="The registered model it becomes a version of.")
+@click.option("--mlflow", "tracking_uri", default=None, metavar="URI", help="The MLflow tracking server.")
+@_DB
+def import_(model_uri: str, name: str, tracking_uri: str | None, db: str | None) -> None:
+    """A new version of model --name from the MLflow model MODEL_URI (models:/NAME/VERSION, runs:/ID/model)."""
+    from ..models.mlflow import import_from_mlflow
+
+    try:
+        found = import_from_mlflow(model_uri, name, tracking_uri=tracking_uri, store=_store(db))
+    except (AirflowlessError, KeyError) as exc:
+        _fail(exc)
+        return
+    click.echo(f"{name} version {found.version} from {model_uri}")
