@@ -62,11 +62,16 @@ class ModelVersion:
     @property
     def checkpoint(self) -> Checkpoint:
         """The version's files as a checkpoint (checked against what was registered)."""
+        return self.checkpoint_as(self.model_uri)
+
+    def checkpoint_as(self, model_uri: str) -> Checkpoint:
+        """The version's files as a checkpoint that remembers the URI it was resolved from (an alias that may
+        move: serving follows it)."""
         from ..train.checkpoint import Checkpoint
         from .artifacts import verify_files
 
         verify_files(self.uri, self.digest)
-        return Checkpoint(self.uri)
+        return Checkpoint(self.uri, model_uri=model_uri)
 
 
 def _store(store: Store | None) -> Store:
@@ -181,7 +186,7 @@ def checkpoint_of(value: Any, *, store: Store | None = None) -> Checkpoint:
     if isinstance(value, Checkpoint):
         return value
     if is_model_uri(value):
-        return resolve(value, store=store).checkpoint
+        return resolve(value, store=store).checkpoint_as(value)
     return Checkpoint(str(value))
 
 

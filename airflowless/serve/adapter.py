@@ -56,6 +56,7 @@ _TICK_S = 0.25
 _METRICS_S = 0.5
 _START_TIMEOUT_S = 300.0
 _AVOID_S = 60.0  # a worker whose replica failed its health check gets no new replica for this long
+FOLLOW_S = 2.0  # how often deployments bound to a model alias (models:/NAME@ALIAS) look where it points
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -92,6 +93,8 @@ class ServeRuntime:
         self.apps: dict[str, _App] = {}
         self.routes: dict[str, RouteTarget] = {}
         self._specs: dict[Key, tuple[Deployment, tuple[Any, ...], dict[str, Any]]] = {}
+        # every version of a deployment's spec that replicas may still be started with (a roll, its rollback)
+        self._versions: dict[Key, dict[int, tuple[Deployment, tuple[Any, ...], dict[str, Any]]]] = {}
         self._routers: dict[Key, Router] = {}
         self._futures: dict[str, Any] = {}
         self._actors: dict[str, Any] = {}
@@ -105,6 +108,9 @@ class ServeRuntime:
         self._listening: dict[str, contextlib.ExitStack] = {}  # app -> its control-plane subscription
         self.runtime_id = uuid.uuid4().hex[:12]  # names this runtime in the live serve feed
         self._live_at = time.monotonic()
+        self._followed_at = time.monotonic()
+        self._following: asyncio.Future[Any] | None = None
+        self._registry_store: Any = None
         self._thread = threading.Thread(target=self._run_loop, name="airflowless-serve", daemon=True)
         self.client: Any = None
         self.server: Any = None
@@ -165,6 +171,9 @@ class ServeRuntime:
                 await asyncio.wait_for(asyncio.shield(self._server_task), 10)  # type: ignore[arg-type]
         for task in list(self._tasks):
             task.cancel()
+        if self._registry_store is not None:
+            with contextlib.suppress(Exception):
+                self._registry_store.close()
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()
@@ -182,14 +191,15 @@ class ServeRuntime:
 
     def _execute(self, action: Action) -> None:
         if isinstance(action, StartReplica):
-            self._starting[action.replica_id] = self._spawn(self._start_replica(action.key, action.replica_id))
+            self._starting[action.replica_id] = self._spawn(
+                self._start_replica(action.key, action.replica_id, action.version))
         elif isinstance(action, StopReplica):
             self._spawn(self._stop_replica(action.key, action.replica_id, drain=action.drain))
         elif isinstance(action, PublishReplicas):
             self._publish(action.key, action.replica_ids, action.unavailable)
 
-    async def _start_replica(self, key: Key, replica_id: str) -> None:
-        deployment, args, kwargs = self._specs[key]
+    async def _start_replica(self, key: Key, replica_id: str, version: int = 0) -> None:
+        deployment, args, kwargs = self._versions.get(key, {}).get(version) or self._specs[key]
         try:
             worker = await self._place(key, deployment.config)
             self._placement[replica_id] = (worker, deployment.config.resources)
@@ -296,6 +306,9 @@ class ServeRuntime:
             self.feed(Tick(time.monotonic(), queued))
             if live.due():
                 self._publish_live()
+            if now - self._followed_at >= FOLLOW_S and self._following is None:
+                self._followed_at = now
+                self._following = self._spawn(self._follow_models())
 
     def _publish_live(self) -> None:
         """Tell the scheduler how each deployment serves (:mod:`airflowless.control.live`)."""
@@ -368,13 +381,17 @@ class ServeRuntime:
             if other.name != name and route_prefix is not None and other.route_prefix == route_prefix:
                 raise ConfigError(f"route_prefix {route_prefix!r} is already used by application "
                                   f"{other.name!r}; pick another prefix or serve.delete({other.name!r})")
+        keys = [(name, d.name) for d, _, _ in flat]
+        if name in self.apps and self.apps[name].keys == keys and self.apps[name].route_prefix == route_prefix:
+            await self._roll(name, keys, flat, timeout=timeout)  # the same deployments: replaced in place
+            return
         if name in self.apps:
             await self.delete(name)
-        keys = [(name, d.name) for d, _, _ in flat]
         ingress = flat[-1][0]
         self.apps[name] = _App(name, route_prefix, keys, keys[-1])
         for (deployment, args, kwargs), key in zip(flat, keys, strict=True):
             self._specs[key] = (deployment, args, kwargs)
+            self._versions[key] = {0: (deployment, args, kwargs)}
             self._routers[key] = Router(f"{name}/{deployment.name}", on_failure=self._on_router_failure,
                                         ssl_context=client_context(self.security),
                                         max_ongoing=deployment.config.max_ongoing_requests,
@@ -398,6 +415,69 @@ class ServeRuntime:
         if route_prefix is not None:
             self.routes[route_prefix] = RouteTarget(name, self._routers[keys[-1]], ingress.http_routes)
 
+    async def _roll(self, name: str, keys: list[Key],
+                    flat: list[tuple[Deployment, tuple[Any, ...], dict[str, Any]]], *, timeout: float) -> None:
+        """Move application ``name``'s running deployments to new specs without a failed request: each gets a
+        new version, its replicas replaced one by one (:mod:`.controller`); ServeError if one is rolled back
+        (its old version still serving)."""
+        for (deployment, args, kwargs), key in zip(flat, keys, strict=True):
+            version = max(self._versions.get(key, {0: None})) + 1
+            self._versions.setdefault(key, {})[version] = (deployment, args, kwargs)
+            self._specs[key] = (deployment, args, kwargs)
+            self.feed(DeploymentUpdated(key, deployment.config, version=version))
+        deadline = time.monotonic() + timeout
+        while True:
+            back = [key for key in keys if self.core.deployments[key].version != max(self._versions[key])]
+            if back:
+                dep = self.core.deployments[back[0]]
+                for key in back:  # serving goes on with what it rolled back to
+                    self._specs[key] = self._versions[key][self.core.deployments[key].version]
+                raise ServeError(f"deployment {back[0][1]!r} of application {name!r}: {dep.rolled_back}")
+            if all(self.core.status(key) is DeploymentStatus.HEALTHY for key in keys):
+                break
+            if time.monotonic() > deadline:
+                raise ServeError(f"application {name!r} was not rolled to its new version within {timeout:g} s: "
+                                 f"{ {k[1]: self.core.status(k).value for k in keys} }")
+            await asyncio.sleep(0.05)
+        for key in keys:  # versions no replica runs and none would roll back to
+            live = {r.version for r in self.core.replicas_of(key)}
+            self._versions[key] = {v: s for v, s in self._versions[key].items()
+                                   if v in live or v == self.core.deployments[key].version}
+
+    def _registry(self) -> Any:
+        """The record the model aliases are read from (opened once, on first use)."""
+        if self._registry_store is None:
+            from ..store import open_store
+
+            self._registry_store = open_store()
+        return self._registry_store
+
+    async def _follow_models(self) -> None:
+        """Roll each application whose deployments were bound to a model alias that moved since to the version
+        it points at now (:mod:`airflowless.models`): as ``serve.run`` again with the new version would."""
+        import logging
+
+        try:
+            for app in list(self.apps.values()):
+                if app.name not in self.apps or any(
+                        self.core.deployments.get(k) is None or self.core.deployments[k].rolling_from is not None
+                        for k in app.keys):
+                    continue  # deleted, or rolling already
+                flat = [self._specs[key] for key in app.keys]
+                try:
+                    moved = [await _followed(spec, self._registry) for spec in flat]
+                except Exception as exc:  # the record is away for a moment: the next look tries again
+                    logging.getLogger(__name__).warning("cannot look up %s's model aliases: %s", app.name, exc)
+                    continue
+                if any(new is not None for new in moved):
+                    chosen = [new or old for new, old in zip(moved, flat, strict=True)]
+                    try:
+                        await self._roll(app.name, app.keys, chosen, timeout=_START_TIMEOUT_S)
+                    except ServeError as exc:
+                        logging.getLogger(__name__).warning("following a model alias: %s", exc)
+        finally:
+            self._following = None
+
     async def delete(self, name: str, *, timeout: float = 60.0) -> None:
         app = self.apps.pop(name, None)
         if app is None:
@@ -414,6 +494,7 @@ class ServeRuntime:
         for key in app.keys:
             self._routers.pop(key, None)
             self._specs.pop(key, None)
+            self._versions.pop(key, None)
             with contextlib.suppress(Exception):
                 await self.client.set_metadata(metadata_key(*key), None)
 
@@ -438,7 +519,9 @@ class ServeRuntime:
         deployment, args, kwargs = self._specs[key]
         deployment = deployment.options(num_replicas=replicas, autoscaling_config=None)
         self._specs[key] = (deployment, args, kwargs)
-        self.feed(DeploymentUpdated(key, deployment.config))
+        version = self.core.deployments[key].version
+        self._versions.setdefault(key, {})[version] = (deployment, args, kwargs)
+        self.feed(DeploymentUpdated(key, deployment.config, version=version))
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -456,6 +539,30 @@ class ServeRuntime:
             out[app.name] = {"status": "RUNNING" if healthy else "DEPLOYING_OR_UNHEALTHY",
                              "route_prefix": app.route_prefix, "deployments": deployments}
         return out
+
+
+async def _followed(spec: tuple[Deployment, tuple[Any, ...], dict[str, Any]], registry: Any
+                    ) -> tuple[Deployment, tuple[Any, ...], dict[str, Any]] | None:
+    """``spec`` with each checkpoint bound through a model alias that now points elsewhere moved there; None if
+    none moved."""
+    from ..train.checkpoint import Checkpoint
+
+    deployment, args, kwargs = spec
+
+    async def current(value: Any) -> Any:
+        uri = getattr(value, "model_uri", None) if isinstance(value, Checkpoint) else None
+        if not uri or "@" not in uri:
+            return value
+        from .. import models
+
+        found = await asyncio.to_thread(models.resolve, uri, store=registry())
+        return value if found.uri == value.path else await asyncio.to_thread(found.checkpoint_as, uri)
+
+    new_args = tuple([await current(a) for a in args])
+    new_kwargs = {k: await current(v) for k, v in kwargs.items()}
+    if all(a is b for a, b in zip(new_args, args, strict=True)) and all(new_kwargs[k] is kwargs[k] for k in kwargs):
+        return None
+    return deployment, new_args, new_kwargs
 
 
 def _running() -> Any:

@@ -70,6 +70,11 @@ def run(app: Application, *, name: str = "default", route_prefix: str | None = "
         timeout_s: float = 300.0) -> DeploymentHandle:
     """Deploy ``app`` (replacing an application of the same name); return a handle to its ingress.
 
+    An application of the same name and deployments is updated in place, without a failed request: each
+    deployment's replicas are replaced one at a time by new ones that passed their start (``max_surge``
+    at once), old ones drained; if the new version's replicas cannot start, it is rolled back (the old
+    version serving on) and ``ServeError`` says why.
+
     Waits until every deployment has its replicas running; raises ``ServeError``
     with the replica's error if one cannot start. ``route_prefix=None`` serves
     the application to handles only. Each deployment is recorded in the store
@@ -89,8 +94,8 @@ def run(app: Application, *, name: str = "default", route_prefix: str | None = "
     try:
         runtime.call(runtime.deploy(name, route_prefix, flat, timeout=timeout_s))
     except BaseException:
-        if replacing:  # the running version was taken down before the new one failed
-            record_status([name], "deleted")
+        if replacing and name not in runtime.apps:  # taken down before the new one failed (a rolled-back
+            record_status([name], "deleted")  # update keeps the old version serving)
         raise
     running = status().get(name, {}).get("deployments", {})
     record_run(name, route_prefix, http_address(), [

@@ -7,6 +7,15 @@ replace failed ones, drain and stop surplus ones, publish the RUNNING set to
 the routers, and autoscale on :class:`Tick`. The adapter
 (:mod:`.adapter`) turns actions into Dask calls and feeds results back.
 
+Rolling updates: a :class:`DeploymentUpdated` with another ``version`` (new
+code or arguments: a new model) replaces the replicas one at a time: at most
+``max_surge`` new ones start; each that passes its start (health) check takes
+the place of an old one, which leaves the routed set and drains (finishes its
+requests) before it stops; old and new serve side by side meanwhile, so no
+request fails. A new version whose replicas fail to start
+:data:`MAX_START_FAILURES` times is rolled back: the deployment returns to the
+version it was rolling from (its replicas never stopped serving) and says why.
+
 Start failures: before a deployment has ever had a replica running, the
 third failed start marks it DEPLOY_FAILED (its code or its resources are
 wrong, and ``serve.run`` says so). Once it has run, a replica that cannot be
@@ -19,7 +28,7 @@ with that reason.
 >>> core = Controller()
 >>> key = ("app", "Model")
 >>> core.handle(DeploymentUpdated(key, DeploymentConfig(num_replicas=1)))
-[StartReplica(key=('app', 'Model'), replica_id='app/Model#1')]
+[StartReplica(key=('app', 'Model'), replica_id='app/Model#1', version=0)]
 >>> core.handle(ReplicaStarted("app/Model#1", info=None))
 [PublishReplicas(key=('app', 'Model'), replica_ids=('app/Model#1',), unavailable='')]
 """
@@ -63,6 +72,7 @@ class DeploymentStatus(enum.Enum):
 class DeploymentUpdated:
     key: Key
     config: DeploymentConfig
+    version: int = 0  # its code and arguments: another version rolls the replicas to it
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,7 @@ Event = DeploymentUpdated | DeploymentDeleted | ReplicaStarted | ReplicaFailed |
 class StartReplica:
     key: Key
     replica_id: str
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,7 @@ class _Replica:
     state: ReplicaState = ReplicaState.STARTING
     info: Any = None
     ongoing: int = 0
+    version: int = 0
 
 
 @dataclass
@@ -150,6 +162,10 @@ class _Deployment:
     retry_at: float | None = None
     pending: Pending | None = None
     published: tuple[tuple[str, ...], str] = ((), "")
+    version: int = 0
+    rolling_from: int | None = None  # the version a roll started from (and goes back to if it fails)
+    roll_failures: int = 0
+    rolled_back: str = ""  # why the last roll was given up
 
 
 class Controller:
@@ -170,6 +186,8 @@ class Controller:
         if dep.failed:
             return DeploymentStatus.DEPLOY_FAILED
         running = len(self.replicas_of(key, ReplicaState.RUNNING))
+        if dep.rolling_from is not None:
+            return DeploymentStatus.UPDATING
         if running == dep.target and not self.replicas_of(key, ReplicaState.STARTING):
             return DeploymentStatus.HEALTHY
         return DeploymentStatus.UNHEALTHY if dep.message and running < dep.target else DeploymentStatus.UPDATING
@@ -187,9 +205,16 @@ class Controller:
             target = event.config.initial_replicas
             if old is not None and auto is not None:
                 target = min(max(old.target, auto.min_replicas), auto.max_replicas)
-            updated = self.deployments[event.key] = _Deployment(event.key, event.config, target)
-            if old is not None:  # a running deployment updated in place (scaled): it has run before
+            updated = self.deployments[event.key] = _Deployment(event.key, event.config, target,
+                                                                version=event.version)
+            if old is not None:  # a running deployment updated in place (scaled, or a new version): it has run
                 updated.started_once, updated.published = old.started_once, old.published
+                updated.rolling_from = old.rolling_from
+                if event.version != old.version and old.rolling_from is None and self.replicas_of(
+                        event.key, ReplicaState.RUNNING):
+                    updated.rolling_from = old.version
+                if updated.rolling_from == event.version:  # back to what it rolled from: no roll
+                    updated.rolling_from = None
             return self._reconcile(event.key)
         if isinstance(event, DeploymentDeleted):
             dep = self.deployments.get(event.key)
@@ -224,7 +249,15 @@ class Controller:
         if dep is None:
             return []
         dep.message = f"replica {event.replica_id} failed: {event.reason}"
-        if event.while_starting:
+        if event.while_starting and dep.rolling_from is not None and replica.version == dep.version:
+            dep.roll_failures += 1
+            if dep.roll_failures >= MAX_START_FAILURES:  # the new version does not start: back to the old one
+                dep.rolled_back = (f"version {dep.version} rolled back to {dep.rolling_from}: {dep.message}")
+                dep.version, dep.rolling_from, dep.roll_failures = dep.rolling_from, None, 0
+                dep.message, dep.retry_at = "", None
+            else:
+                dep.retry_at = self._now + min(BACKOFF_S * 2 ** (dep.roll_failures - 1), MAX_BACKOFF_S)
+        elif event.while_starting:
             dep.start_failures += 1
             if dep.started_once:
                 dep.retry_at = self._now + min(BACKOFF_S * 2 ** (dep.start_failures - 1), MAX_BACKOFF_S)
@@ -261,12 +294,14 @@ class Controller:
         surplus = len(starting) + len(running) - dep.target
         if dep.retry_at is not None and dep.retry_at <= self._now:
             dep.retry_at = None  # the backoff is over
-        if surplus < 0 and not dep.failed and dep.retry_at is None:
-            for _ in range(-surplus):
-                self._counter += 1
-                replica_id = f"{key[0]}/{key[1]}#{self._counter}"
-                self.replicas[replica_id] = _Replica(replica_id, key)
-                actions.append(StartReplica(key, replica_id))
+        if any(r.version != dep.version for r in starting + running):
+            actions += self._roll(dep, starting, running)
+        elif dep.rolling_from is not None and len(running) >= dep.target:  # all run the new version: done
+            dep.rolling_from, dep.roll_failures = None, 0
+        if any(r.version != dep.version for r in starting + running):
+            pass  # rolling: _roll starts and stops
+        elif surplus < 0 and not dep.failed and dep.retry_at is None:
+            actions += self._start(dep, -surplus)
         elif surplus > 0:  # newest starting first, then the least busy running ones
             victims = sorted(starting, key=lambda r: r.replica_id, reverse=True)
             victims += sorted(running, key=lambda r: r.ongoing)
@@ -281,3 +316,33 @@ class Controller:
             dep.published = (published, unavailable)
             actions.insert(0, PublishReplicas(key, published, unavailable))
         return actions
+
+    def _start(self, dep: _Deployment, count: int) -> list[Action]:
+        actions: list[Action] = []
+        for _ in range(count):
+            self._counter += 1
+            replica_id = f"{dep.key[0]}/{dep.key[1]}#{self._counter}"
+            self.replicas[replica_id] = _Replica(replica_id, dep.key, version=dep.version)
+            actions.append(StartReplica(dep.key, replica_id, dep.version))
+        return actions
+
+    def _roll(self, dep: _Deployment, starting: list[_Replica], running: list[_Replica]) -> list[Action]:
+        """One step of replacing replicas of other versions by ``dep.version``'s: each new one running retires
+        an old one (drained); at most ``max_surge`` new ones start at a time."""
+        actions: list[Action] = []
+        for replica in starting:
+            if replica.version != dep.version:  # an old version's replica that never served: stop it now
+                replica.state = ReplicaState.STOPPING
+                actions.append(StopReplica(dep.key, replica.replica_id, drain=False))
+        fresh_running = [r for r in running if r.version == dep.version]
+        fresh_starting = [r for r in starting if r.version == dep.version]
+        old = sorted((r for r in running if r.version != dep.version), key=lambda r: r.ongoing)
+        retire = max(0, len(old) + len(fresh_running) - dep.target)
+        for replica in old[:retire]:
+            replica.state = ReplicaState.STOPPING
+            actions.append(StopReplica(dep.key, replica.replica_id, drain=True))
+        room = min(dep.config.max_surge - len(fresh_starting), dep.target - len(fresh_running) - len(fresh_starting))
+        if room > 0 and not dep.failed and dep.retry_at is None:
+            actions += self._start(dep, room)
+        return actions
+
