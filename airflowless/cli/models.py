@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
 from ..errors import AirflowlessError
-
-_DB = click.option("--db", default=None, metavar="URL", help="Store URL (default: AIRFLOWLESS_DB or the SQLite file).")
-
-
-def _store(db: str | None) -> Any:
-    from ..store import open_store
-
-    return open_store(db)
-
-
-def _fail(exc: Exception) -> None:
-    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
+from .service import _DB, _fail, _open
 
 
 @click.group()
@@ -39,7 +25,7 @@ def list_models(db: str | None, as_json: bool) -> None:
     from .. import models as registry
     from .render import _console, echo_json
 
-    rows = registry.list_models(store=_store(db))
+    rows = registry.list_models(store=_open(db))
     if as_json:
         echo_json(rows)
         return
@@ -67,7 +53,7 @@ def show(name: str, db: str | None, as_json: bool) -> None:
     from .render import _console, echo_json
 
     try:
-        found = registry.versions(name, store=_store(db))
+        found = registry.versions(name, store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return
@@ -98,11 +84,11 @@ def alias(name: str, alias: str, version: int | None, remove: bool, db: str | No
 
     try:
         if remove:
-            registry.remove_alias(name, alias, store=_store(db))
+            registry.remove_alias(name, alias, store=_open(db))
         elif version is None:
             raise click.UsageError("give the VERSION the alias points at (or --remove)")
         else:
-            registry.set_alias(name, alias, version, store=_store(db))
+            registry.set_alias(name, alias, version, store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return
@@ -118,7 +104,7 @@ def delete(name: str, version: int, db: str | None) -> None:
     from .. import models as registry
 
     try:
-        registry.delete_version(name, version, store=_store(db))
+        registry.delete_version(name, version, store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return
@@ -149,11 +135,11 @@ def export(name: str, version: int, path: str | None, tracking_uri: str | None, 
         if (path is None) == (tracking_uri is None):
             raise click.UsageError("give one of --to DIR or --mlflow URI")
         if path is not None:
-            kind = export_mlflow(name, version, path, store=_store(db))
+            kind = export_mlflow(name, version, path, store=_open(db))
             click.echo(f"{name} version {version}: an MLflow {kind} model in {path}")
         else:
             number = push_to_mlflow(name, version, tracking_uri=str(tracking_uri), registered_name=registered_name,
-                                    store=_store(db))
+                                    store=_open(db))
             click.echo(f"{name} version {version}: MLflow model {registered_name or name} version {number}")
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
@@ -169,7 +155,7 @@ def import_(model_uri: str, name: str, tracking_uri: str | None, db: str | None)
     from ..models.mlflow import import_from_mlflow
 
     try:
-        found = import_from_mlflow(model_uri, name, tracking_uri=tracking_uri, store=_store(db))
+        found = import_from_mlflow(model_uri, name, tracking_uri=tracking_uri, store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return

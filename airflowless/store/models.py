@@ -13,10 +13,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, select, text
+from sqlalchemy import Connection, Engine, and_, func, select
 
 from ..errors import ConfigError
 from . import schema
+from .service import _lock as _lock_with
 
 __all__ = ["ModelRecords"]
 
@@ -28,8 +29,7 @@ def _now() -> datetime:
 
 
 def _lock(conn: Connection) -> None:
-    if conn.dialect.name == "postgresql":
-        conn.execute(text(f"SELECT pg_advisory_xact_lock({_REGISTRY_LOCK})"))
+    _lock_with(conn, _REGISTRY_LOCK)
 
 
 class ModelRecords:

@@ -34,7 +34,7 @@ class NotificationRecords:
         """Write a ``sending`` row for each notification due and not yet written; those rows with what to send
         (``rule``, ``message``, the deployment's ``target``). The newest ``window`` runs of each deployment are
         looked at."""
-        from ..service.notify import data_late_message, due_events, message
+        from ..service.notify import due_events, message
 
         table, runs, sent = schema.pipeline_deployments, schema.pipeline_runs, schema.notifications
         now = now or _now()
@@ -46,7 +46,7 @@ class NotificationRecords:
                 return []
             _lock(conn)
             for row in notifying:
-                claimed += _claim_data_late(conn, row, now, data_late_message)
+                claimed += _claim_data_late(conn, row, now)
                 changed = row["updated_at"]
                 rows = conn.execute(select(runs).where(and_(runs.c.deployment_id == row["id"], or_(
                     runs.c.finished_at >= changed, and_(runs.c.finished_at.is_(None), runs.c.created_at >= changed))))
@@ -65,7 +65,7 @@ class NotificationRecords:
                 events = [e for e in events if (e[0].id, e[1], e[3]) not in done]
                 failed = _failed_stages(conn, [run.id for run, event, *_ in events if event == "on_failure"])
                 for run, event, rule, channel, extra in events:
-                    if (run.id, event, channel) in done:
+                    if (run.id, event, channel) in done:  # two rules on one channel: one message
                         continue
                     if event == "on_failure" and run.id in failed:
                         extra = {**extra, "stage": failed[run.id][0], "stage_error": failed[run.id][1]}
@@ -112,12 +112,13 @@ class NotificationRecords:
         return [{**dict(row), **{k: _aware(row[k]) for k in ("since", "created_at", "sent_at")}} for row in rows]
 
 
-def _claim_data_late(conn: Any, row: Any, now: datetime, compose: Any) -> list[dict[str, Any]]:
+def _claim_data_late(conn: Any, row: Any, now: datetime) -> list[dict[str, Any]]:
     """Deployment ``row``'s alert that it started no run for longer than it expects one, once per silence
     (counted from its last run, or from when it last changed), on its on_late and on_failure channels."""
     from sqlalchemy import func
 
     from ..service.channels import label
+    from ..service.notify import data_late_message
 
     expect = row["expect_every_s"]
     if not expect:
@@ -144,7 +145,7 @@ def _claim_data_late(conn: Any, row: Any, now: datetime, compose: Any) -> list[d
         nested.commit()
         claimed.append({"id": int(result.inserted_primary_key[0]), "about": "deployment",  # type: ignore[index]
                         "run_id": None, "channel": label(rule), "rule": dict(rule), "target": row["target"],
-                        "message": compose(row["name"], row["pipeline"], since, expect)})
+                        "message": data_late_message(row["name"], row["pipeline"], since, expect)})
     return claimed
 
 

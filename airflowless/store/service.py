@@ -65,10 +65,11 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _lock(conn: Connection) -> None:
-    """Serialise the queue's decisions across processes (SQLite's BEGIN IMMEDIATE already does)."""
+def _lock(conn: Connection, key: int = _QUEUE_LOCK) -> None:
+    """Serialise decisions across processes under PostgreSQL advisory lock ``key`` (the queue's by default);
+    SQLite's BEGIN IMMEDIATE already does."""
     if conn.dialect.name == "postgresql":
-        conn.execute(text(f"SELECT pg_advisory_xact_lock({_QUEUE_LOCK})"))
+        conn.execute(text(f"SELECT pg_advisory_xact_lock({key})"))
 
 
 class ServiceRecords:
