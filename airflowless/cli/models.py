@@ -53,21 +53,25 @@ def show(name: str, db: str | None, as_json: bool) -> None:
     from .render import _console, echo_json
 
     try:
-        found = registry.versions(name, store=_open(db))
+        store = _open(db)
+        found = registry.versions(name, store=store)
+        served = {version: [f"{row['app']}/{row['deployment']}" for row in rows]
+                  for version, rows in store.model_servers(name).items()}
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)
         return
     if as_json:
-        echo_json([asdict(v) for v in found])
+        echo_json([{**asdict(v), "served_by": served.get(v.version, [])} for v in found])
         return
     grid = Table(title=f"model {name}", title_justify="left")
-    for column in ("version", "aliases", "metrics", "tags", "lineage", "registered (UTC)"):
+    for column in ("version", "aliases", "metrics", "tags", "lineage", "served by", "registered (UTC)"):
         grid.add_column(column, overflow="fold")
     for v in found:
         lineage = " ".join(f"{label} {value}" for label, value in (
             ("run", v.run_id), ("stage", v.stage), ("experiment", v.experiment_id), ("trial", v.trial_id))
             if value is not None) or (v.source or "")
         grid.add_row(str(v.version), " ".join(v.aliases), _short(v.metrics), _short(v.tags), lineage,
+                     " ".join(served.get(v.version, [])),
                      v.created_at.isoformat(timespec="seconds") if v.created_at else "")
     _console().print(grid)
 

@@ -153,7 +153,8 @@ def document(prefix: str = "") -> dict[str, Any]:
                             "max_active_runs": {"type": "integer", "minimum": 1}, "rerun": {"type": "boolean"}}}),
         "/queue": _read("The queued runs in the order they would start, why each waits, and the pools"),
         "/models": _read("Registered models: the newest version, how many, the aliases"),
-        "/models/{name}": _read("One registered model's versions, newest first: metrics, tags, aliases, lineage",
+        "/models/{name}": _read("One registered model's versions, newest first: metrics, tags, aliases, lineage, the "
+                                "serve deployments serving each",
                                 _text("name", "the model's name"), found=True),
         "/live/data": _read("What the Data executor running now reports (operators, rows, bytes in flight)"),
         "/live/serve": _read("What serve running now reports (replicas, requests/s, latency, queues)"),

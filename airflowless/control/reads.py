@@ -186,16 +186,10 @@ def deployments(store: Any, *, limit: int, status: str | None) -> dict[str, Any]
     exited without ``serve.shutdown()``) reads as ``stopped``, with
     ``"process": "gone"``: its replicas stop themselves once their lease lapses.
     """
-    import socket
-
-    from ..store.liveness import alive_since
-
-    here = socket.gethostname()
+    from ..store.deployments import process_gone
 
     def settled(row: dict[str, Any]) -> dict[str, Any]:
-        if row["status"] == "running" and row["hostname"] == here and not alive_since(row["pid"], row["created_at"]):
-            return {**row, "status": "stopped", "process": "gone"}
-        return row
+        return {**row, "status": "stopped", "process": "gone"} if process_gone(row) else row
 
     if status in (None, "running"):
         rows = [settled(r) for r in store.list_deployments(status=status, limit=limit)]

@@ -134,9 +134,14 @@ def registered_model(store: Any, name: str) -> dict[str, Any]:
     from .reads import plain
 
     try:
-        return {"name": name, "versions": plain(store.model_versions(name))}
+        versions = store.model_versions(name)
     except KeyError as exc:
         raise NotFound(exc.args[0]) from None
+    served = store.model_servers(name)
+    for version in versions:
+        version["served_by"] = [{"app": row["app"], "deployment": row["deployment"], "hostname": row["hostname"],
+                                 "pid": row["pid"]} for row in served.get(version["version"], [])]
+    return {"name": name, "versions": plain(versions)}
 
 
 class Models(ApiHandler):

@@ -71,7 +71,7 @@ class ModelVersion:
         from .artifacts import verify_files
 
         verify_files(self.uri, self.digest)
-        return Checkpoint(self.uri, model_uri=model_uri)
+        return Checkpoint(self.uri, model_uri=model_uri, model_version=self.model_uri)
 
 
 def _store(store: Store | None) -> Store:
@@ -147,8 +147,15 @@ def remove_alias(name: str, alias: str, *, store: Store | None = None) -> None:
 
 def delete_version(name: str, version: int, *, store: Store | None = None) -> None:
     """Remove a version from the record (its files stay: other versions may share them); refused while an alias
-    points at it."""
-    _store(store).delete_model_version(name, version)
+    points at it or a serve deployment serves it."""
+    db = _store(store)
+    serving = db.model_servers(name).get(version)
+    if serving:
+        where = ", ".join(f"{row['app']}/{row['deployment']} (pid {row['pid']} on {row['hostname']})"
+                          for row in serving)
+        raise ConfigError(f"version {version} of model {name!r} is served by {where}: serve.delete() that "
+                          "application, or roll it to another version, before deleting this one")
+    db.delete_model_version(name, version)
 
 
 def is_model_uri(value: Any) -> bool:

@@ -46,6 +46,7 @@ from .handle import metadata_key
 from .http_options import HTTPOptions
 from .http_server import bound_port, ingress_ssl_context, make_server, run_server
 from .proxy import RouteTarget, build_app
+from .records import record_models, served_models
 from .replica import Replica, ReplicaInfo, ReplicaSpec
 from .router import Router
 from .wire import WireClient
@@ -111,6 +112,7 @@ class ServeRuntime:
         self._followed_at = time.monotonic()
         self._following: asyncio.Future[Any] | None = None
         self._registry_store: Any = None
+        self._refused: set[str] = set()  # model versions an alias moved to whose replicas failed to start
         self._thread = threading.Thread(target=self._run_loop, name="airflowless-serve", daemon=True)
         self.client: Any = None
         self.server: Any = None
@@ -465,7 +467,7 @@ class ServeRuntime:
                     continue  # deleted, or rolling already
                 flat = [self._specs[key] for key in app.keys]
                 try:
-                    moved = [await _followed(spec, self._registry) for spec in flat]
+                    moved = [await _followed(spec, self._registry, self._refused) for spec in flat]
                 except Exception as exc:  # the record is away for a moment: the next look tries again
                     logging.getLogger(__name__).warning("cannot look up %s's model aliases: %s", app.name, exc)
                     continue
@@ -473,8 +475,13 @@ class ServeRuntime:
                     chosen = [new or old for new, old in zip(moved, flat, strict=True)]
                     try:
                         await self._roll(app.name, app.keys, chosen, timeout=_START_TIMEOUT_S)
-                    except ServeError as exc:
+                    except ServeError as exc:  # not tried again until the alias moves elsewhere
+                        for new, old in zip(moved, flat, strict=True):
+                            if new is not None:
+                                self._refused.update(set(served_models(*new[1:])) - set(served_models(*old[1:])))
                         logging.getLogger(__name__).warning("following a model alias: %s", exc)
+                    await asyncio.to_thread(record_models, app.name, {
+                        key[1]: served_models(*self._specs[key][1:]) for key in app.keys})
         finally:
             self._following = None
 
@@ -534,6 +541,7 @@ class ServeRuntime:
                 deployments[key[1]] = {
                     "status": self.core.status(key).value, "target_replicas": dep.target,
                     "running_replicas": len(self.core.replicas_of(key, _running())), "message": dep.message,
+                    "models": served_models(*self._specs[key][1:]),
                 }
             healthy = all(d["status"] == "HEALTHY" for d in deployments.values())
             out[app.name] = {"status": "RUNNING" if healthy else "DEPLOYING_OR_UNHEALTHY",
@@ -541,10 +549,10 @@ class ServeRuntime:
         return out
 
 
-async def _followed(spec: tuple[Deployment, tuple[Any, ...], dict[str, Any]], registry: Any
+async def _followed(spec: tuple[Deployment, tuple[Any, ...], dict[str, Any]], registry: Any, refused: set[str]
                     ) -> tuple[Deployment, tuple[Any, ...], dict[str, Any]] | None:
-    """``spec`` with each checkpoint bound through a model alias that now points elsewhere moved there; None if
-    none moved."""
+    """``spec`` with each checkpoint bound through a model alias that now points elsewhere moved there (but not to
+    a ``refused`` version, one whose replicas failed to start); None if none moved."""
     from ..train.checkpoint import Checkpoint
 
     deployment, args, kwargs = spec
@@ -556,7 +564,9 @@ async def _followed(spec: tuple[Deployment, tuple[Any, ...], dict[str, Any]], re
         from .. import models
 
         found = await asyncio.to_thread(models.resolve, uri, store=registry())
-        return value if found.uri == value.path else await asyncio.to_thread(found.checkpoint_as, uri)
+        if found.model_uri == value.model_version or found.model_uri in refused:
+            return value
+        return await asyncio.to_thread(found.checkpoint_as, uri)
 
     new_args = tuple([await current(a) for a in args])
     new_kwargs = {k: await current(v) for k, v in kwargs.items()}

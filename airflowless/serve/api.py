@@ -22,7 +22,7 @@ from .application import Application, flatten
 from .errors import DeploymentNotFoundError
 from .handle import DeploymentHandle
 from .http_options import HTTPOptions
-from .records import record_run, record_status
+from .records import record_run, record_status, served_models
 
 __all__ = ["start", "run", "status", "delete", "shutdown", "get_app_handle", "http_address", "http_client_ssl"]
 
@@ -99,8 +99,8 @@ def run(app: Application, *, name: str = "default", route_prefix: str | None = "
         raise
     running = status().get(name, {}).get("deployments", {})
     record_run(name, route_prefix, http_address(), [
-        (d.name, d.config, int(running.get(d.name, {}).get("running_replicas", d.config.initial_replicas)))
-        for d, _, _ in flat])
+        (d.name, d.config, int(running.get(d.name, {}).get("running_replicas", d.config.initial_replicas)),
+         served_models(args, kwargs)) for d, args, kwargs in flat])
     return DeploymentHandle(name, flat[-1][0].name)
 
 

@@ -3,7 +3,9 @@
 ``serve.run`` records every deployment of the application (``running``, with
 its replica count, options, the proxy's address and this process's pid);
 ``serve.delete`` marks them ``deleted``, a second ``serve.run`` of the same
-name ``replaced``, ``serve.shutdown`` ``stopped``. Writing the record never
+name ``replaced``, ``serve.shutdown`` ``stopped``. Each row names the
+registered model versions its deployment serves (:func:`served_models`),
+rewritten when it rolls to another (:func:`record_models`). Writing the record never
 breaks serving: a store that cannot be opened or written is logged (logger
 ``airflowless.serve.records``) and serving goes on.
 
@@ -19,7 +21,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["record_run", "record_status"]
+__all__ = ["record_run", "record_status", "record_models", "served_models"]
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +42,39 @@ def _write(what: str, write: Callable[[Any], None]) -> None:
             store.close()
 
 
+def served_models(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+    """The registered versions (``models:/NAME/V``) among a deployment's arguments."""
+    from ..train.checkpoint import Checkpoint
+
+    return sorted({value.model_version for value in (*args, *kwargs.values())
+                   if isinstance(value, Checkpoint) and value.model_version})
+
+
 def record_run(app: str, route_prefix: str | None, http_address: str | None,
-               deployments: list[tuple[str, Any, int]]) -> None:
-    """Record the deployments ``(name, DeploymentConfig, running replicas)`` of application ``app``."""
+               deployments: list[tuple[str, Any, int, list[str]]]) -> None:
+    """Record the deployments ``(name, DeploymentConfig, running replicas, model versions served)`` of
+    application ``app``."""
     pid, host = os.getpid(), socket.gethostname()
 
     def write(store: Any) -> None:
         store.update_deployment_status(app, "replaced", pid=pid, hostname=host)
-        for name, config, replicas in deployments:
+        for name, config, replicas, models in deployments:
             store.record_deployment(app, name, route_prefix=route_prefix, http_address=http_address,
                                     num_replicas=replicas, config=dataclasses.asdict(config), pid=pid,
-                                    hostname=host)
+                                    hostname=host, models=models)
 
     _write(f"application {app!r}", write)
+
+
+def record_models(app: str, models: dict[str, list[str]]) -> None:
+    """Record that ``app``'s deployments serve these model versions now (after a roll)."""
+    pid, host = os.getpid(), socket.gethostname()
+
+    def write(store: Any) -> None:
+        for deployment, served in models.items():
+            store.set_deployment_models(app, deployment, served, pid=pid, hostname=host)
+
+    _write(f"the models application {app!r} serves", write)
 
 
 def record_status(apps: list[str], status: str) -> None:

@@ -6,7 +6,8 @@ to ``deleted`` (``serve.delete``), ``replaced`` (the application was deployed
 again), or ``stopped`` (``serve.shutdown``, or ``airflowless serve shutdown``).
 The replica count is the one at deploy time, or the last one set by the control plane's scale
 action (``POST /airflowless/api/v1/deployments/{app}/{deployment}/scale`` rewrites the running rows);
-autoscaling does not update it.
+autoscaling does not update it. ``models`` names the registered versions a deployment serves
+(``models:/NAME/V``), rewritten when it rolls to another one (a model alias moved).
 
 >>> from airflowless.store import open_store
 >>> store = open_store("sqlite://")
@@ -28,7 +29,7 @@ from sqlalchemy import Engine, desc, select
 from ..jsonsafe import to_plain as _plain
 from . import schema
 
-__all__ = ["DeploymentRecords", "DeploymentStatus"]
+__all__ = ["DeploymentRecords", "DeploymentStatus", "process_gone"]
 
 
 class DeploymentStatus:
@@ -43,12 +44,24 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def process_gone(row: dict[str, Any]) -> bool:
+    """Whether a ``running`` row's serving process, on this host, is gone (killed, or it exited without
+    ``serve.shutdown()``); rows of other hosts cannot be told and count as live."""
+    import socket
+
+    from .liveness import alive_since
+
+    return (row["status"] == DeploymentStatus.RUNNING and row["hostname"] == socket.gethostname()
+            and not alive_since(row["pid"], row["created_at"]))
+
+
 class DeploymentRecords:
     engine: Engine
 
     def record_deployment(self, app: str, deployment: str, *, route_prefix: str | None, num_replicas: int,
                           http_address: str | None, config: dict[str, Any], pid: int | None = None,
-                          hostname: str | None = None, status: str = DeploymentStatus.RUNNING) -> int:
+                          hostname: str | None = None, status: str = DeploymentStatus.RUNNING,
+                          models: list[str] | None = None) -> int:
         """Record one deployment of application ``app`` (state ``running`` by default); return its row id."""
         _check(status)
         now = _now()
@@ -56,8 +69,33 @@ class DeploymentRecords:
             result = conn.execute(schema.deployments.insert().values(
                 app=app, deployment=deployment, route_prefix=route_prefix, http_address=http_address,
                 num_replicas=int(num_replicas), status=status, config=_plain(config), pid=pid,
-                hostname=hostname, created_at=now, updated_at=now))
+                hostname=hostname, created_at=now, updated_at=now, models=models or None))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    def set_deployment_models(self, app: str, deployment: str, models: list[str], *, pid: int | None = None,
+                              hostname: str | None = None) -> int:
+        """Say the running rows of ``app``'s ``deployment`` (of process ``pid`` on ``hostname``) serve ``models``
+        now; how many rows changed."""
+        table = schema.deployments
+        query = table.update().where(table.c.app == app, table.c.deployment == deployment,
+                                     table.c.status == DeploymentStatus.RUNNING)
+        if pid is not None:
+            query = query.where(table.c.pid == pid)
+        if hostname is not None:
+            query = query.where(table.c.hostname == hostname)
+        with self.engine.begin() as conn:
+            return int(conn.execute(query.values(models=models or None, updated_at=_now())).rowcount)
+
+    def model_servers(self, name: str) -> dict[int, list[dict[str, Any]]]:
+        """Which running serve deployments serve which version of model ``name``: version -> their rows (those
+        whose process is gone left out)."""
+        prefix = f"models:/{name}/"
+        served: dict[int, list[dict[str, Any]]] = {}
+        for row in self.list_deployments(status=DeploymentStatus.RUNNING, limit=10_000):
+            for uri in row.get("models") or []:
+                if uri.startswith(prefix) and uri[len(prefix):].isdigit() and not process_gone(row):
+                    served.setdefault(int(uri[len(prefix):]), []).append(row)
+        return served
 
     def update_deployment_status(self, app: str, status: str, *, pid: int | None = None,
                                  hostname: str | None = None) -> int:

@@ -182,6 +182,7 @@ deployments = Table(
     Column("hostname", String(255)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("models", JSON(none_as_null=True)),  # the registered versions it serves: ["models:/NAME/V", ...]
 )
 
 

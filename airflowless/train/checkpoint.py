@@ -29,10 +29,11 @@ class Checkpoint:
     """A directory at ``path`` (local or URL). Cheap to pass around: only the path travels."""
 
     def __init__(self, path: str, *, storage_options: dict[str, Any] | None = None,
-                 model_uri: str | None = None) -> None:
+                 model_uri: str | None = None, model_version: str | None = None) -> None:
         self.path = str(path)
         self.storage_options = storage_options or {}
         self.model_uri = model_uri  # the registered version it was resolved from (models:/NAME@ALIAS), if any
+        self.model_version = model_version  # and the version that was then (models:/NAME/3)
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str]) -> Checkpoint:

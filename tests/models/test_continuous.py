@@ -23,6 +23,8 @@ import pytest
 
 import tests.serve.conftest as serve_conftest
 from airflowless import models, serve
+from airflowless.control import service_api
+from airflowless.errors import ConfigError
 from airflowless.service.deploy import deploy, trigger
 from airflowless.service.files import FileSpec
 from airflowless.service.service import Service
@@ -159,6 +161,18 @@ def test_eight_days_score_daily_promote_one_better_model_and_never_serve_a_worse
         assert len({v1, v2, v3}) == 3
         eventually(lambda: load.seen[v3] > 20, timeout=60, message=lambda: f"served so far: {dict(load.seen)}")
         assert by_day["2026-11-10"]["model"] == f"models:/{MODEL}/3"
+
+        # which deployment serves which version: serve's status, the record, the REST API; a served version
+        # cannot be deleted
+        assert serve.status()["taxi"]["deployments"]["PredictorDeployment"]["models"] == [f"models:/{MODEL}/3"]
+        eventually(lambda: list(store.model_servers(MODEL)) == [3], timeout=10)
+        (served,) = [v for v in service_api.registered_model(store, MODEL)["versions"] if v["served_by"]]
+        assert served["version"] == 3 and served["served_by"][0]["app"] == "taxi"
+        models.set_alias(MODEL, "champion", 1, store=store)  # the alias elsewhere: still served until it rolls
+        with pytest.raises(ConfigError, match="version 3 of model 'taxi-big-tip' is served by taxi/PredictorDep"):
+            models.delete_version(MODEL, 3, store=store)
+        eventually(lambda: list(store.model_servers(MODEL)) == [1], timeout=60)
+        models.delete_version(MODEL, 3, store=store)
     finally:
         if load is not None:
             load.stop.set()
@@ -167,5 +181,5 @@ def test_eight_days_score_daily_promote_one_better_model_and_never_serve_a_worse
         loop.join(30)
         store.close()
     assert load.failures == [], load.failures[:5]
-    assert set(load.seen) == {v1, v3} and load.seen[v2] == 0, dict(load.seen)
+    assert set(load.seen) == {v1, v3} and load.seen[v2] == 0, dict(load.seen)  # never the rejected version
     serve.delete("taxi")

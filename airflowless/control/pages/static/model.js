@@ -1,5 +1,5 @@
-/* One registered model: its versions, newest first, with aliases, metrics, tags and lineage (links to the run,
- * the experiment and the trial that made each). */
+/* One registered model: its versions, newest first, with aliases, metrics, tags, lineage (links to the run,
+ * the experiment and the trial that made each) and the serve deployments that serve each. */
 "use strict";
 (function () {
   const { el, getJSON, poll, content, table, time, link, list } = AF;
@@ -18,6 +18,11 @@
     return el("span", {}, parts.map((p, i) => [i ? " · " : "", p]));
   }
 
+  function servedBy(v) {
+    return el("span", {}, (v.served_by || []).map((d, i) =>
+      [i ? ", " : "", link("deployments", d.app + "/" + d.deployment)]));
+  }
+
   poll(async function () {
     const found = await getJSON("models/" + encodeURIComponent(name));
     table(content(), [
@@ -25,6 +30,7 @@
       { label: "aliases", value: (v) => (v.aliases || []).join(", ") },
       { label: "metrics", value: (v) => pairs(v.metrics) },
       { label: "tags", value: (v) => pairs(v.tags) },
+      { label: "served by", value: (v) => (v.served_by || []).length, cell: servedBy },
       { label: "lineage", value: (v) => v.run_id || v.trial_id || 0, cell: lineage },
       { label: "description", value: (v) => v.description || "" },
       { label: "registered", value: (v) => v.created_at, cell: (v) => time(v.created_at) },
