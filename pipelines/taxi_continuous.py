@@ -202,7 +202,7 @@ def register_and_promote(days: dict[str, Any], candidate: dict[str, Any], scores
                                                  "holdout_accuracy": scores["candidate"]["accuracy"]},
         tags={"trained_on": f"{days['days'][0]}..{days['days'][-1]}", "holdout": days["holdout_day"],
               "decision": "promoted" if promoted else "rejected"},
-        description=why)
+        description=why, datasets={"train": read_days(days["train"]), "holdout": read_days([days["holdout"]])})
     if promoted:
         models.set_alias(model, alias, version.version)
     return {"version": version.version, "promoted": promoted, "why": why}

@@ -7,9 +7,10 @@
 
 A version keeps a copy of the checkpoint's files in the storage, content-addressed
 and signed (:mod:`.artifacts`), its metrics, tags and description, and its
-lineage: the pipeline run and stage that registered it, and the experiment and
+lineage: the pipeline run and stage that registered it, the experiment and
 trial that wrote the checkpoint (looked up in the record by the checkpoint's
-path). ``models:/NAME@ALIAS``, ``models:/NAME/VERSION`` and ``models:/NAME``
+path), the datasets it was trained on and the code's git commit
+(:mod:`.lineage`). ``models:/NAME@ALIAS``, ``models:/NAME/VERSION`` and ``models:/NAME``
 (the newest) name a version wherever a checkpoint is taken
 (:func:`checkpoint_of`; ``Checkpoint.from_uri``, ``BatchPredictor``,
 ``PredictorDeployment``). The record is the store's (``AIRFLOWLESS_DB``).
@@ -53,6 +54,8 @@ class ModelVersion:
     stage: str | None = None
     experiment_id: int | None = None
     trial_id: int | None = None
+    datasets: dict[str, Any] | None = None  # role -> plan token, input fingerprint, files (lineage)
+    code_version: str | None = None  # the git commit of the file that registered it
     created_at: datetime | None = None
 
     @property
@@ -82,13 +85,18 @@ def _store(store: Store | None) -> Store:
 
 def register(name: str, checkpoint: Any, *, metrics: dict[str, Any] | None = None,
              tags: dict[str, str] | None = None, description: str | None = None,
-             store: Store | None = None) -> ModelVersion:
+             datasets: dict[str, Any] | None = None, store: Store | None = None) -> ModelVersion:
     """A new version of model ``name`` (created if new) from ``checkpoint`` (a Checkpoint, a path or URL, or a
-    Train/Tune ``Result``, whose checkpoint and metrics are taken)."""
+    Train/Tune ``Result``, whose checkpoint and metrics are taken). ``datasets``: the Datasets it was trained
+    (and judged) on, by role (``{"train": ds}``): their plan tokens and input fingerprints are kept
+    (:mod:`.lineage`), as is the git commit of the calling file."""
+    import sys
+
     from ..dag.interrupt import current_stage
     from ..jsonsafe import to_plain
     from ..train.checkpoint import Checkpoint
     from .artifacts import store_files
+    from .lineage import code_version, dataset_lineage
 
     _check_name(name)
     if hasattr(checkpoint, "checkpoint") and hasattr(checkpoint, "metrics"):  # a Result
@@ -103,9 +111,13 @@ def register(name: str, checkpoint: Any, *, metrics: dict[str, Any] | None = Non
     checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(str(checkpoint))
     if tags is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
         raise ConfigError(f"tags are text keys and values, got {tags!r}")
+    if datasets is not None and not (isinstance(datasets, dict) and all(isinstance(k, str) for k in datasets)):
+        raise ConfigError(f"datasets are given by role, e.g. datasets={{'train': train_ds}}; got {datasets!r}")
+    trained_on = {role: dataset_lineage(ds) for role, ds in (datasets or {}).items()} or None
     db = _store(store)
     uri, digest = store_files(checkpoint)
     lineage = db.checkpoint_lineage(checkpoint.path)
+    lineage.update(datasets=trained_on, code_version=code_version(sys._getframe(1).f_code.co_filename))
     running = current_stage()
     if running is not None:
         lineage.update(run_id=running[0], stage=running[1])

@@ -97,7 +97,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                      _create("trigger_seen", "deployment_alerts"))),
     Migration(11, "the model registry: models, versions, aliases (with their history)",
               _create("registered_models", "model_versions", "model_aliases")),
-    Migration(12, "the registered model versions each serve deployment serves", _add_columns("deployments", "models")),
+    Migration(12, "the registered model versions each serve deployment serves; versions' datasets and code",
+              _steps(_add_columns("deployments", "models"), _add_columns("model_versions", "datasets", "code_version"))),
 )
 
 

@@ -320,6 +320,8 @@ model_versions = Table(
     Column("experiment_id", Integer),
     Column("trial_id", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("datasets", JSON(none_as_null=True)),  # role -> {plan, fingerprint, files, paths} (models.lineage)
+    Column("code_version", String(100)),  # the git commit of the file that registered it (+dirty)
     UniqueConstraint("model_id", "version", name="uq_model_versions_model_version"),
 )
 

@@ -10,6 +10,7 @@ request.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -155,6 +156,11 @@ def test_eight_days_score_daily_promote_one_better_model_and_never_serve_a_worse
         assert models.get(MODEL, 3, store=store).tags == {"trained_on": "2026-11-05..2026-11-07",
                                                           "holdout": "2026-11-08", "decision": "promoted"}
         assert [h["version"] for h in store.model_alias_history(MODEL, "champion")] == [3, 1]
+        lineage = models.get(MODEL, 3, store=store)
+        assert lineage.run_id == retrains[2].id and lineage.stage == "register_and_promote"
+        assert lineage.datasets["train"]["paths"] == [f"{days}/date=2026-11-0{d}/part-0.parquet" for d in (5, 6, 7)]
+        assert lineage.datasets["holdout"]["files"] == 1
+        assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", lineage.code_version or ""), lineage.code_version
 
         # serving rolled to the promoted version by itself; the rejected one never answered a request
         v1, v2, v3 = _offline(1), _offline(2), _offline(3)

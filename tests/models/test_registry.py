@@ -96,6 +96,32 @@ def test_lineage_names_the_trial_and_experiment_that_wrote_the_checkpoint(db: St
     assert (inside.run_id, inside.stage, inside.trial_id) == (41, "train", trial)
 
 
+def test_lineage_keeps_the_datasets_plans_and_input_fingerprints_and_the_code_version(db: Store, tmp_path: Path
+                                                                                      ) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    checkpoint, _ = make_checkpoint(tmp_path / "ckpt")
+    (tmp_path / "days").mkdir()
+    pq.write_table(pa.table({"x": [1, 2, 3]}), tmp_path / "days" / "a.parquet")
+    train = data.read_parquet(str(tmp_path / "days")).map_batches(lambda b: b, batch_format="pyarrow")
+    first = models.register("m", checkpoint, datasets={"train": train}, store=db)
+    again = models.register("m", checkpoint, datasets={"train": train}, store=db)
+    pq.write_table(pa.table({"x": [1, 2, 3, 4]}), tmp_path / "days" / "a.parquet")  # the data changed under it
+    changed = models.register("m", checkpoint, store=db,
+                              datasets={"train": data.read_parquet(str(tmp_path / "days")).map_batches(
+                                  lambda b: b, batch_format="pyarrow")})
+    lineage = first.datasets["train"]
+    assert lineage["files"] == 1 and lineage["paths"] == [str(tmp_path / "days" / "a.parquet")]
+    assert again.datasets == first.datasets  # the same plan over the same files
+    assert changed.datasets["train"]["fingerprint"] != lineage["fingerprint"]
+    head = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    assert first.code_version is not None and first.code_version.removesuffix("+dirty") == head  # this file's repo
+    with pytest.raises(ConfigError, match="takes airflowless Datasets, got list"):
+        models.register("m", checkpoint, datasets={"train": [1, 2]}, store=db)
+
+
 def test_a_models_uri_serves_and_batch_predicts_the_version_it_names(serve_url: str, db: Store, tmp_path: Path
                                                                       ) -> None:
     import xgboost as xgb

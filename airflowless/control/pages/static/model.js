@@ -14,6 +14,10 @@
     if (v.run_id != null) parts.push(link("runs/" + encodeURIComponent(v.run_id), "run " + v.run_id + (v.stage ? " · " + v.stage : "")));
     if (v.experiment_id != null) parts.push(link("experiments/" + encodeURIComponent(v.experiment_id), "experiment " + v.experiment_id));
     if (v.trial_id != null) parts.push(link("trials/" + encodeURIComponent(v.trial_id), "trial " + v.trial_id));
+    for (const [role, d] of Object.entries(v.datasets || {})) {
+      parts.push(el("span", { title: (d.paths || []).join("\n") }, role + ": " + d.files + " files · " + d.fingerprint.slice(0, 8)));
+    }
+    if (v.code_version) parts.push("code " + v.code_version.slice(0, 10) + (v.code_version.endsWith("+dirty") ? "+dirty" : ""));
     if (!parts.length && v.source) parts.push(v.source);
     return el("span", {}, parts.map((p, i) => [i ? " · " : "", p]));
   }
