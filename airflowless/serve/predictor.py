@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..errors import ConfigError
 from ..train.checkpoint import Checkpoint
 from .batching import batch
 from .deployment import deployment
@@ -37,6 +38,9 @@ __all__ = ["Predictor", "PredictorDeployment", "build_predictor", "load_model"]
 _MAX_ROWS = 10_000
 _MAX_STRING = 10_000
 _NUMERIC = frozenset({int, float, bool, type(None)})
+
+
+MODEL_FILES = {"model.ubj": "XGBoost", "model.txt": "LightGBM", "model.pkl": "scikit-learn"}
 
 
 def load_model(folder: str) -> tuple[str, Any, list[str] | None]:
@@ -59,6 +63,24 @@ def load_model(folder: str) -> tuple[str, Any, list[str] | None]:
         return "sklearn", model, [str(n) for n in names] if names is not None else None
     raise FileNotFoundError(f"the checkpoint at {folder} has no model.ubj (XGBoost), model.txt (LightGBM) or "
                             "model.pkl (scikit-learn); pass a checkpoint written by an airflowless trainer")
+
+
+def _check_loadable(checkpoint: Checkpoint) -> None:
+    """Refuse, in the caller's process, a checkpoint the built-in predictor cannot load (another framework's,
+    e.g. a Torch state dict), instead of replicas that fail to start; a listing that fails is left to them."""
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(checkpoint.path, **checkpoint.storage_options)
+        names = {str(p).rstrip("/").rpartition("/")[2] for p in fs.ls(root, detail=False)}
+    except Exception:
+        return
+    if not names & set(MODEL_FILES):
+        shown = checkpoint.model_version or checkpoint.path
+        raise ConfigError(f"{shown} holds {sorted(names)[:10]}, no model the built-in predictor loads "
+                          f"({', '.join(f'{f} ({k})' for f, k in MODEL_FILES.items())}); serve another framework's "
+                          "model with PredictorDeployment.bind(YourPredictor, checkpoint), a class with "
+                          "from_checkpoint(checkpoint) and predict(frame)")
 
 
 def _value(column: str, value: Any) -> Any:
@@ -119,6 +141,11 @@ class Predictor:
         args = tuple(checkpoint_of(a) if is_model_uri(a) else a for a in args)
         if is_model_uri(kwargs.get("checkpoint")):
             kwargs = {**kwargs, "checkpoint": checkpoint_of(kwargs["checkpoint"])}
+        built_in = kwargs.get("predictor_cls") in (None, Predictor) and not any(
+            isinstance(a, type) and a is not Predictor for a in args[:2])
+        checkpoint = kwargs.get("checkpoint", args[0] if args else None)
+        if built_in and isinstance(checkpoint, Checkpoint | str):
+            _check_loadable(checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint))
         return args, kwargs
 
     def __init__(self, checkpoint: Checkpoint | str | type, predictor_cls: Any = None, *,

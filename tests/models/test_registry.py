@@ -122,6 +122,18 @@ def test_lineage_keeps_the_datasets_plans_and_input_fingerprints_and_the_code_ve
         models.register("m", checkpoint, datasets={"train": [1, 2]}, store=db)
 
 
+def test_a_version_of_another_framework_is_refused_at_bind_with_what_to_do(db: Store, tmp_path: Path) -> None:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "state_dict.pt").write_bytes(b"weights")
+    models.register("torchy", str(tmp_path / "torch"), store=db)
+    with pytest.raises(ConfigError, match=r"models:/torchy/1 holds \['state_dict.pt'\], no model the built-in "
+                                          r"predictor loads .*PredictorDeployment.bind\(YourPredictor, checkpoint\)"):
+        serve.PredictorDeployment.bind("models:/torchy/1")
+    with pytest.raises(ConfigError, match="no model the built-in predictor loads"):
+        serve.PredictorDeployment.bind(str(tmp_path / "torch"))
+    serve.PredictorDeployment.bind(Scale, str(tmp_path / "torch"))  # a class of one's own loads what it likes
+
+
 def test_a_models_uri_serves_and_batch_predicts_the_version_it_names(serve_url: str, db: Store, tmp_path: Path
                                                                       ) -> None:
     import xgboost as xgb
