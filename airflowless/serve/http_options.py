@@ -7,8 +7,9 @@ must send its headers within ``header_timeout_s`` and its whole body within
 ``request_timeout_s`` (60 s, kept within a second; ``None`` waits for ever)
 gets a 504 and its call is cancelled on the replica, as it is when the client
 goes away first;
-beyond ``limit_concurrency`` open connections or
-requests the proxy answers 503; a body is at most ``max_body_bytes`` (413)
+beyond ``limit_concurrency`` requests being worked on at once the proxy
+answers 503 (clients still sending their headers do not count, and
+``/-/healthz`` and ``/-/routes`` are never refused); a body is at most ``max_body_bytes`` (413)
 and the headers at most ``max_header_bytes`` (431, also while they are still
 arriving, with either parser).
 

@@ -5,9 +5,11 @@ installed (the ``serve`` extra brings it), else with h11. The limits on a
 request's headers are one mixin, :class:`_Limits`, under both protocols: a
 timeout for the next request's headers (uvicorn has none) and a bound on
 headers still incomplete (431); each protocol only says how many bytes of
-incomplete headers it holds. uvicorn enforces the keep-alive timeout and the
-concurrency limit (503) itself; the ASGI app (:mod:`.proxy`) sizes complete
-headers (431) and reads the body within its size and time bounds (413, 408).
+incomplete headers it holds. uvicorn enforces the keep-alive timeout; the
+ASGI app (:mod:`.proxy`) sizes complete headers (431), reads the body within
+its size and time bounds (413, 408) and holds the concurrency limit (503) on
+requests it works on: uvicorn's own limit counted every open connection, so
+slow clients that had not sent their headers took the health checks' places.
 :func:`run_server` turns uvicorn's ``sys.exit`` on a port it cannot bind into
 an ``OSError``. :func:`ingress_ssl_context` picks the proxy's HTTPS, if any.
 
@@ -53,8 +55,8 @@ class _Limits:
       the connection is closed. Each protocol says how many bytes of
       incomplete headers it holds (:meth:`_incomplete_header_bytes`).
 
-    Keep-alive and the concurrency limit are uvicorn's; complete headers are
-    sized by the app (:mod:`.proxy`), the body is read and bounded there too.
+    Keep-alive is uvicorn's; complete headers are sized by the app (:mod:`.proxy`), the body is read and
+    bounded there too, and so is the concurrency limit.
     """
 
     header_timeout_s = 10.0
@@ -264,7 +266,7 @@ def make_server(app: Any, options: HTTPOptions, ssl_context: ssl.SSLContext | No
         app, host=options.host, port=options.port, loop="none", http=protocol, lifespan="off",
         log_level="warning", log_config=None, access_log=False,
         timeout_keep_alive=options.keep_alive_timeout_s,  # type: ignore[arg-type]
-        limit_concurrency=options.limit_concurrency,
+        limit_concurrency=None,  # the app's (.proxy): requests worked on, not every open connection
         h11_max_incomplete_event_size=options.max_header_bytes + _READ_CHUNK,  # ours (431) comes first
         ssl_context_factory=None if ssl_context is None else lambda _config, _default: ssl_context,
     )

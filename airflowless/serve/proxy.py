@@ -17,7 +17,9 @@ The body is read here, chunk by chunk, counting bytes: beyond
 from the deployment; 404 unknown route; 431 headers over ``max_header_bytes``);
 an overloaded deployment is a 503; an error in the deployment's code, or a
 result that is not JSON, is a 500 naming it; a deployment that has not
-answered within ``request_timeout_s`` is a 504. A client that goes away
+answered within ``request_timeout_s`` is a 504; beyond ``limit_concurrency`` requests being worked on at
+once a new one is a 503 (connections still sending their headers do not count, and the health checks are never
+refused: a crowd of slow clients cannot make the proxy look dead). A client that goes away
 mid-request is one log line (logger ``airflowless.serve.proxy``). In both of
 those cases the call is cancelled on the replica (:mod:`.replica` says what
 that does to a plain ``def`` method that cannot be interrupted). ``GET /-/healthz`` and
@@ -187,6 +189,7 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
     """The ASGI app over a live ``routes`` table (prefix -> target), which the runtime edits in place."""
     options = options or HTTPOptions()
     ends = RequestEnds(options.request_timeout_s)
+    working = 0  # requests dispatch is handling now (the concurrency limit's count)
 
     async def healthz(request: Request) -> Response:
         return Response("success", media_type="text/plain")
@@ -201,6 +204,17 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
         return None
 
     async def dispatch(request: Request) -> Response:
+        nonlocal working
+        if working >= options.limit_concurrency:
+            return _error(503, f"the proxy is working on {working} requests, its limit (http_options "
+                               "limit_concurrency); try again shortly")
+        working += 1
+        try:
+            return await handle(request)
+        finally:
+            working -= 1
+
+    async def handle(request: Request) -> Response:
         header_bytes = sum(len(name) + len(value) + 4 for name, value in request.scope["headers"])
         if header_bytes > options.max_header_bytes:  # the protocol bounds only headers that arrive in pieces
             return _error(431, f"the headers must be at most {options.max_header_bytes} bytes, got {header_bytes}",

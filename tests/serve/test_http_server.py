@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import httpx
 import pytest
@@ -118,3 +119,56 @@ def test_both_parsers_hold_a_client_to_the_same_header_limits(parser: str) -> No
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+@serve.deployment(max_ongoing_requests=64)
+class _Sleepy:
+    async def __call__(self, body: object) -> dict[str, str]:
+        import asyncio
+
+        await asyncio.sleep(1.0)
+        return {"slept": "1 s"}
+
+
+def test_slow_clients_take_no_place_of_working_requests_and_health_checks_are_never_refused(
+        cluster_client: object) -> None:
+    """200 connections that never finish their headers (the limit is 16): every real request and health check
+    is answered; the limit holds on requests being worked on, and even then the health check answers."""
+    import threading
+
+    from tests.serve.deployments import Echo
+
+    serve.start(http_options={"port": 0, "limit_concurrency": 16})
+    slow: list[socket.socket] = []
+    try:
+        serve.run(Echo.bind("!"), name="echo", route_prefix="/echo")
+        serve.run(_Sleepy.bind(), name="sleepy", route_prefix="/sleepy")
+        url = serve.http_address()
+        host, port = url.removeprefix("http://").split(":")
+        for _ in range(200):
+            connection = socket.create_connection((host, int(port)))
+            connection.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+            slow.append(connection)
+        with httpx.Client(timeout=10) as client:
+            answers = [client.post(f"{url}/echo", json={"n": n}).status_code for n in range(25)]
+            answers.append(client.get(f"{url}/-/healthz").status_code)
+        assert answers == [200] * 26  # uvicorn's limit counted the slow connections: 503 to all of these
+
+        statuses: list[int] = []
+
+        def call() -> None:
+            statuses.append(httpx.post(f"{url}/sleepy", json={}, timeout=10).status_code)
+
+        callers = [threading.Thread(target=call) for _ in range(32)]
+        for caller in callers:
+            caller.start()
+        time.sleep(0.5)  # all 32 sent: 16 worked on, the rest refused
+        health = httpx.get(f"{url}/-/healthz", timeout=5)
+        for caller in callers:
+            caller.join(15)
+        assert health.status_code == 200
+        assert sorted(statuses) == [200] * 16 + [503] * 16, statuses
+    finally:
+        for connection in slow:
+            connection.close()
+        serve.shutdown()

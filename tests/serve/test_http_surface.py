@@ -238,17 +238,18 @@ def test_over_the_concurrency_limit_is_503(serve_url: str) -> None:
             sock = _connect(serve_url)
             sock.sendall(b"POST /g HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}")
             holders.append(sock)
-        return httpx.get(f"{serve_url}/-/healthz").status_code == 503
+        return httpx.get(f"{serve_url}/no-such-route").status_code == 503  # 404 while under the limit
 
     try:
         eventually(saturated)
+        assert httpx.get(f"{serve_url}/-/healthz").status_code == 200  # health checks are never refused
         handle.open.remote().result(timeout=30)
         statuses = [_status(sock.recv(65536)) for sock in holders]
     finally:
         for sock in holders:
             sock.close()
-    assert set(statuses) <= {200, 503} and 0 < statuses.count(200) < limit, statuses
-    eventually(lambda: httpx.get(f"{serve_url}/-/healthz").status_code == 200)
+    assert set(statuses) <= {200, 503} and statuses.count(200) == limit, statuses  # the limit held exactly
+    eventually(lambda: httpx.get(f"{serve_url}/no-such-route").status_code == 404)
     serve.delete("gate")
 
 
