@@ -22,7 +22,10 @@ import fsspec
 
 from ..errors import CheckpointPathError
 
-__all__ = ["Checkpoint", "CheckpointManager", "persist_directory"]
+__all__ = ["Checkpoint", "CheckpointManager", "persist_directory", "METADATA_FILE"]
+
+METADATA_FILE = ".metadata.json"
+"""Where a checkpoint keeps the metadata of :meth:`Checkpoint.set_metadata` (Ray's name)."""
 
 
 class Checkpoint:
@@ -50,6 +53,36 @@ class Checkpoint:
     @property
     def filesystem(self) -> Any:
         return fsspec.core.url_to_fs(self.path, **self.storage_options)[0]
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The checkpoint's metadata (Ray's): a JSON object kept in its ``.metadata.json``; {} if none."""
+        import json
+
+        try:
+            with fsspec.open(f"{self.path.rstrip('/')}/{METADATA_FILE}", "r", **self.storage_options) as f:
+                found = json.load(f)
+        except FileNotFoundError:
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        """Replace the checkpoint's metadata with ``metadata`` (JSON-serializable, text keys)."""
+        import json
+
+        from ..errors import ConfigError
+
+        if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
+            raise ConfigError(f"checkpoint metadata is a dict with text keys, got {type(metadata).__name__}")
+        try:
+            text = json.dumps(metadata)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"checkpoint metadata must be JSON-serializable ({exc})") from None
+        with fsspec.open(f"{self.path.rstrip('/')}/{METADATA_FILE}", "w", **self.storage_options) as f:
+            f.write(text)
+
+    def update_metadata(self, metadata: dict[str, Any]) -> None:
+        """Merge ``metadata`` into the checkpoint's metadata."""
+        self.set_metadata({**self.get_metadata(), **metadata})
 
     @property
     def is_local(self) -> bool:

@@ -54,8 +54,23 @@ class TrainContext:
     def get_local_rank(self) -> int:
         return self.local_rank
 
+    def get_local_world_size(self) -> int:
+        return self.local_world_size
+
+    def get_node_rank(self) -> int:
+        return self.node_rank
+
     def get_trial_name(self) -> str:
         return self.trial_name
+
+    def get_trial_id(self) -> str:
+        return self.trial_id
+
+    def get_trial_dir(self) -> str:
+        return self.trial_dir
+
+    def get_experiment_name(self) -> str:
+        return self.experiment_name
 
 
 @dataclass

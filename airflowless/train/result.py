@@ -25,6 +25,20 @@ class Result:
     metrics_history: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
 
+    def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
+        """The kept checkpoint whose report scored best on ``metric`` (``mode`` "min" or "max"), as Ray's;
+        None when no kept checkpoint reported ``metric``."""
+        from ..errors import ConfigError
+
+        if mode not in ("min", "max"):
+            raise ConfigError(f"mode is 'min' or 'max', got {mode!r}")
+        scored = [(metrics[metric], checkpoint) for checkpoint, metrics in self.best_checkpoints
+                  if isinstance(metrics.get(metric), int | float) and not isinstance(metrics.get(metric), bool)]
+        if not scored:
+            return None
+        pick = min if mode == "min" else max
+        return pick(scored, key=lambda pair: pair[0])[1]
+
     @property
     def metrics_dataframe(self) -> Any:
         import pandas as pd

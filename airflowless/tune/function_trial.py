@@ -142,7 +142,9 @@ def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: st
     if isinstance(fn, Sealed):
         fn = fn.open()
     run = _Run(run_key, decisions, topic, trial_id, get_worker())
-    session = Session(TrainContext(trial_name=trial_id, trial_id=trial_id, trial_dir=storage_dir), run.report,
+    experiment = storage_dir.rstrip("/").rpartition("/")[0].rpartition("/")[2]  # <storage>/<experiment>/<trial>
+    session = Session(TrainContext(trial_name=trial_id, trial_id=trial_id, trial_dir=storage_dir,
+                                   experiment_name=experiment), run.report,
                       storage_dir, Checkpoint(checkpoint) if checkpoint else None, {}, run.should_stop,
                       start_iteration=start_iteration)
 

@@ -87,6 +87,17 @@ class Tuner:
 
     # -- restore -------------------------------------------------------------------
     @classmethod
+    def can_restore(cls, path: str) -> bool:
+        """Whether an experiment that ``restore`` can continue was saved at ``path`` (Ray's)."""
+        import fsspec
+
+        try:
+            fs, root = fsspec.core.url_to_fs(path)
+            return bool(fs.exists(f"{root.rstrip('/')}/{STATE_FILE}"))
+        except (OSError, ValueError):
+            return False
+
+    @classmethod
     def restore(cls, path_or_name: str, trainable: Any = None) -> Tuner:
         """The Tuner of an interrupted experiment (its folder, or its name in the store); ``fit()`` continues it."""
         path = path_or_name
@@ -188,8 +199,11 @@ class Tuner:
         results, path = [], self.path
         for trial in controller.trials.values():
             history = [{k: v for k, v in r.items() if k != "checkpoint_uri"} for r in trial.results]
+            reported = {r["checkpoint_uri"]: {k: v for k, v in r.items() if k != "checkpoint_uri"}
+                        for r in trial.results if r.get("checkpoint_uri")}  # each checkpoint with its report
             results.append(Result(metrics=history[-1] if history else {},
                                   checkpoint=Checkpoint(trial.checkpoint) if trial.checkpoint else None,
+                                  best_checkpoints=[(Checkpoint(uri), metrics) for uri, metrics in reported.items()],
                                   error=RuntimeError(trial.error) if trial.status == TrialStatus.ERRORED else None,
                                   path=f"{path}/{trial.trial_id}", metrics_history=history,
                                   config=trial.config))

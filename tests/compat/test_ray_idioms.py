@@ -1,0 +1,52 @@
+"""Ray Train/Tune idioms written as Ray's docs write them: checkpoint metadata, a result's best checkpoint, the
+trial's context, and ``Tuner.can_restore``."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Ray: from ray import train, tune; from ray.train import Checkpoint, RunConfig
+from airflowless import train, tune
+from airflowless.errors import ConfigError
+from airflowless.train import Checkpoint, RunConfig
+
+pytestmark = pytest.mark.usefixtures("cluster_client", "home")
+
+
+def trainable(config: dict[str, Any]) -> None:
+    context = train.get_context()
+    for step in range(4):
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, "state.json").write_text(json.dumps({"step": step}))
+            checkpoint = Checkpoint.from_directory(folder)
+            checkpoint.set_metadata({"step": step})
+            checkpoint.update_metadata({"offset": config["offset"]})
+            train.report({"loss": abs(step - 2) + config["offset"], "trial": context.get_trial_id(),
+                          "experiment": context.get_experiment_name(), "dir": context.get_trial_dir()},
+                         checkpoint=checkpoint)
+
+
+def test_best_checkpoint_metadata_context_and_can_restore(tmp_path: Path) -> None:
+    grid = tune.Tuner(
+        trainable, param_space={"offset": tune.grid_search([0.0, 1.0])},
+        tune_config=tune.TuneConfig(metric="loss", mode="min"),
+        run_config=RunConfig(name="idioms", storage_path=str(tmp_path))).fit()
+    best = grid.get_best_result()
+    assert best.metrics["loss"] == 1.0  # the last report of the better trial
+    found = best.get_best_checkpoint(metric="loss", mode="min")
+    assert found is not None and found.get_metadata() == {"step": 2, "offset": 0.0}
+    assert best.get_best_checkpoint(metric="loss", mode="max").get_metadata()["step"] == 0
+    assert best.get_best_checkpoint(metric="no-such-metric", mode="min") is None
+    with pytest.raises(ConfigError, match="mode is 'min' or 'max'"):
+        best.get_best_checkpoint(metric="loss", mode="lowest")
+    assert best.metrics["experiment"] == "idioms" and best.metrics["trial"] in best.path
+    assert best.metrics["dir"].rstrip("/") == best.path.rstrip("/")
+    assert tune.Tuner.can_restore(str(tmp_path / "idioms"))
+    assert not tune.Tuner.can_restore(str(tmp_path / "never-ran"))
+    with pytest.raises(ConfigError, match="JSON-serializable"):
+        found.set_metadata({"when": object()})
