@@ -6,6 +6,7 @@ with :meth:`Graph.add`; :meth:`Graph.validate` checks it before anything runs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -81,16 +82,14 @@ class Node:
     def mapped(self) -> bool:
         return self.over is not NOT_MAPPED
 
-    @property
+    @functools.cached_property
     def refs(self) -> list[StageRef]:
+        """(Found once: a run asks for a node's inputs many times, and a reduce's may be thousands.)"""
         return refs_in((self.over, self.args, self.kwargs) if self.mapped else (self.args, self.kwargs))
 
-    @property
+    @functools.cached_property
     def upstream(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for ref in self.refs:
-            seen.setdefault(ref.node)
-        return list(seen)
+        return list(dict.fromkeys(ref.node for ref in self.refs))
 
 
 @dataclass
@@ -100,6 +99,7 @@ class Graph:
     pipeline: str
     nodes: dict[str, Node] = field(default_factory=dict)
     result: Any = None
+    _suffixes: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def id(self) -> int:
@@ -114,9 +114,10 @@ class Graph:
     def unique_name(self, base: str) -> str:
         if base not in self.nodes:
             return base
-        n = 2
+        n = self._suffixes.get(base, 2)  # where the last search for this base ended: a fan-out is not quadratic
         while f"{base}-{n}" in self.nodes:
             n += 1
+        self._suffixes[base] = n + 1
         return f"{base}-{n}"
 
     def validate(self) -> list[str]:

@@ -73,6 +73,10 @@ _GRACE_S = 5.0  # how long past its timeout the driver waits for a blocked stage
 # round (a gather, a record transaction, a look at every deferred stage): 2,000 mapped items took 15 s, not 3.
 _TICK_S = 0.02
 
+# The record of a run's stages is written at most this often while it runs (and at its end): what the pages and
+# `runs show` see lags by as much; a stage that starts and ends within it costs one row write, not two.
+_FLUSH_S = 0.25
+
 
 @dataclass(frozen=True)
 class _Plan:
@@ -285,6 +289,7 @@ class _Watch:
         self.not_run: dict[str, str] = {}  # stages a trigger rule kept from running: why
         self.items: dict[str, list[str]] = {}  # mapped stages, once expanded: their items' nodes
         self.unwritten: dict[str, dict[str, Any]] = {}  # changes to stage rows not yet written (_flush)
+        self.flushed_at = 0.0  # when they were last written (monotonic)
         self._key_of: dict[str, str] = {}  # node -> its task's key
         self.results: dict[str, Outcome] = {}  # fetched results not yet taken by _finished
         self.queued: dict[str, list[str]] = {}  # items of a mapped stage with a concurrency, not yet submitted
@@ -353,11 +358,13 @@ class _Watch:
         """Change stage ``name``'s row: kept until :meth:`_flush` writes every change at once."""
         self.unwritten.setdefault(name, {}).update(fields)
 
-    def _flush(self) -> None:
-        """Write the changes to stage rows made since the last flush, in one transaction."""
-        if self.unwritten:
+    def _flush(self, every: float = 0.0) -> None:
+        """Write the changes to stage rows made since the last flush, in one transaction (``every``: not if the
+        last one was less than that many seconds ago: a stage that starts and ends between two is written once)."""
+        if self.unwritten and time.monotonic() - self.flushed_at >= every:
             updates, self.unwritten = self.unwritten, {}
             self.store.update_stages(self.run_id, updates)
+            self.flushed_at = time.monotonic()
 
     def _expand(self, name: str) -> set[str]:
         """Make mapped stage ``name``'s items (recorded, planned, submitted) now that its list is known."""
@@ -488,7 +495,8 @@ class _Watch:
             while pending:
                 with contextlib.suppress(TimeoutError), self.client.as_current():  # wait() asks for the current client
                     wait([self.futures[n] for n in pending], timeout=0.25, return_when="FIRST_COMPLETED")
-                time.sleep(_TICK_S)  # let more finish: a round's work (a record write, a gather) serves them all
+                if not all(self.futures[n].done() for n in pending):  # (the last ones: no one to wait for)
+                    time.sleep(_TICK_S)  # let more finish: a round's work (a record write, a gather) serves them all
                 self._drain_events()
                 if self.cancel_requested is not None:  # as on SIGINT: futures cancelled below, run settled
                     raise RunCancelled(int(signal.SIGTERM), self.run_id, reason=self.cancel_requested)
@@ -503,7 +511,7 @@ class _Watch:
                 if self.run_deadline is not None and time.monotonic() > self.run_deadline:
                     pending -= self._time_out(pending)
                 pending |= self._release()
-                self._flush()
+                self._flush(every=_FLUSH_S)
             self._drain_events()
             self._flush()
         except BaseException as exc:
