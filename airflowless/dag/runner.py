@@ -290,6 +290,8 @@ class _Watch:
         self.items: dict[str, list[str]] = {}  # mapped stages, once expanded: their items' nodes
         self.unwritten: dict[str, dict[str, Any]] = {}  # changes to stage rows not yet written (_flush)
         self.flushed_at = 0.0  # when they were last written (monotonic)
+        # the record the stages' own open_store() opens (none for a private in-memory one)
+        self.record = self.store.engine.url.render_as_string(hide_password=False) if self.store.shared else None
         self._key_of: dict[str, str] = {}  # node -> its task's key
         self.results: dict[str, Outcome] = {}  # fetched results not yet taken by _finished
         self.queued: dict[str, list[str]] = {}  # items of a mapped stage with a concurrency, not yet submitted
@@ -346,7 +348,7 @@ class _Watch:
                 graph[key] = (load_stage_output, name, plan.output_uri)
                 continue
             call = StageCall(self.run_id, name, node.stage, node.args, node.kwargs,
-                             tuple(node.upstream), plan.output_uri, missing, self.planner.logs)
+                             tuple(node.upstream), plan.output_uri, missing, self.planner.logs, self.record)
             # an input submitted in this batch is named by its key, an earlier one by its future
             inputs = [self._key_of.get(up) if self._key_of.get(up) in graph else self.futures[up]
                       for up in node.upstream if up not in missing]

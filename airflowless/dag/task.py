@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Skip, StageFailedError, StageSkipped, StageTimeoutError
+from ..store.current import recording_to
 from .deadline import DeadlineExceeded, deadline
 from .graph import StageRef, map_refs
 from .interrupt import stage_thread
@@ -43,6 +44,7 @@ class StageCall:
     output_uri: str
     missing: tuple[str, ...] = ()  # upstream stages that did not succeed (a trigger rule ran it anyway): None
     logs: str | None = None  # the folder of the run's stage logs (:mod:`.logs`); None: not kept
+    record: str | None = None  # the run's record, which the stage's own open_store() opens (store.current)
 
     def log_uri(self, attempt: int) -> str | None:
         return None if self.logs is None else f"{self.logs.rstrip('/')}/{log_name(self.node, attempt)}"
@@ -104,7 +106,8 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
         try:
             with capture(log_uri) as log:
                 try:
-                    with stage_thread(call.run_id, call.node), deadline(options.timeout):  # a cancel interrupts it
+                    with stage_thread(call.run_id, call.node), recording_to(call.record), \
+                            deadline(options.timeout):  # a cancel interrupts it
                         value = call.stage.fn(*args, **kwargs)
                 except BaseException:
                     if log is not None:  # the log says how the attempt ended, too

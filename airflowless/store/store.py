@@ -325,7 +325,12 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
 
 
 def open_store(url: str | None = None) -> Store:
-    """Open (and migrate) the store at ``url``, or at ``AIRFLOWLESS_DB`` / the default SQLite file."""
+    """Open (and migrate) the store at ``url``, or (inside a stage) its run's, or at ``AIRFLOWLESS_DB`` / the
+    default SQLite file."""
+    if url is None:
+        from .current import default_record
+
+        url = default_record()  # inside a stage: its run's record (:mod:`.current`)
     if url is None:
         from ..private import secure_roots
         from ..settings import get_settings
