@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Skip, StageFailedError, StageSkipped, StageTimeoutError
@@ -44,7 +44,8 @@ class StageCall:
     output_uri: str
     missing: tuple[str, ...] = ()  # upstream stages that did not succeed (a trigger rule ran it anyway): None
     logs: str | None = None  # the folder of the run's stage logs (:mod:`.logs`); None: not kept
-    record: str | None = None  # the run's record, which the stage's own open_store() opens (store.current)
+    # the run's record, which the stage's own open_store() opens (store.current); never in a repr (a password)
+    record: str | None = field(default=None, repr=False)
 
     def log_uri(self, attempt: int) -> str | None:
         return None if self.logs is None else f"{self.logs.rstrip('/')}/{log_name(self.node, attempt)}"
