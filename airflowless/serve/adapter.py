@@ -476,9 +476,8 @@ class ServeRuntime:
                     try:
                         await self._roll(app.name, app.keys, chosen, timeout=_START_TIMEOUT_S)
                     except ServeError as exc:  # not tried again until the alias moves elsewhere
-                        for new, old in zip(moved, flat, strict=True):
-                            if new is not None:
-                                self._refused.update(set(served_models(*new[1:])) - set(served_models(*old[1:])))
+                        tried = {v for spec in chosen for v in served_models(*spec[1:])}
+                        self._refused |= tried - {v for spec in flat for v in served_models(*spec[1:])}
                         logging.getLogger(__name__).warning("following a model alias: %s", exc)
                     await asyncio.to_thread(record_models, app.name, {
                         key[1]: served_models(*self._specs[key][1:]) for key in app.keys})
