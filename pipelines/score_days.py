@@ -4,7 +4,8 @@ Run it with ``airflowless run pipelines/score_days.py``. ``land`` writes a few
 days of synthetic trips as ``date=YYYY-MM-DD`` folders (the way data arrives
 from upstream); ``list_days`` finds what is there when the run gets to it;
 ``score_day`` runs once per day (``score_day[0]``, ``score_day[1]``... in the
-record, each cached by its day, so tomorrow's run scores only the new day);
+record, each cached by its day's files, so tomorrow's run scores only the new day
+and a day whose files were replaced);
 ``summarise`` reads the list of their outputs. ``release`` runs however the
 rest went (``trigger="all_done"``): it removes the run's lock file, as a
 teardown task would.
@@ -42,7 +43,12 @@ def list_days(root: str) -> list[str]:
     return sorted(path.name.removeprefix("date=") for path in Path(root).glob("date=*") if path.is_dir())
 
 
-@stage(retries=1)
+def _the_day(day: str, root: str, min_fare: float) -> tuple[str, float]:
+    """What a day's score depends on: that day's files (not the whole root's: a new day leaves it alone)."""
+    return os.path.join(root, f"date={day}"), min_fare
+
+
+@stage(retries=1, cache_key=_the_day)
 def score_day(day: str, root: str, min_fare: float) -> dict[str, Any]:
     """The share of big tips among the day's trips over ``min_fare`` (a stand-in for a model's scores)."""
     import pyarrow.compute as pc
@@ -75,5 +81,5 @@ def release(lock: str, summary: dict[str, Any] | None) -> str:
 def score_days(root: str = "data/taxi-days", days: int = 3, rows_per_day: int = 2_000, min_fare: float = 0.0,
                lock: str = "data/taxi-days.lock"):
     landed = land(root, days, rows_per_day, lock)
-    summary = summarise(score_day.map(list_days(landed), root, min_fare=min_fare))  # keyed by day and root
+    summary = summarise(score_day.map(list_days(landed), root, min_fare=min_fare))  # each keyed by its day's files
     return {"summary": summary, "lock": release(lock, summary)}

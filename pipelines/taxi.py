@@ -10,6 +10,7 @@ lazy plans; the model travels as its checkpoint's path.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -22,7 +23,12 @@ from airflowless.train.xgboost import XGBoostTrainer
 DROPPED = ["pickup_ts", "dropoff_ts", "tip_amount"]
 
 
-@stage(cache=False)  # cheap to re-check: make_taxi keeps a marker of what it wrote
+def _made_from(path: str, n_rows: int, n_files: int, seed: int) -> tuple[Any, ...]:
+    """What ``generate``'s output follows from: its parameters, not the files it writes under ``path``."""
+    return os.path.abspath(path).encode(), n_rows, n_files, seed
+
+
+@stage(cache=False, cache_key=_made_from)  # cheap to re-check: make_taxi keeps a marker of what it wrote
 def generate(path: str, n_rows: int, n_files: int, seed: int) -> str:
     """Write the taxi table as parquet files, one Dask task per file."""
     with cluster_client() as client:

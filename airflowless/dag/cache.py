@@ -4,61 +4,84 @@ A node's key changes when its stage's source (or ``version``) changes, when
 any argument changes, or when any upstream node's key changes — so a changed
 upstream stage invalidates everything downstream of it.
 
-Relative paths are keyed by where they point: an argument that is a
-``pathlib`` path, or a string that reads as a relative local path (it holds
-a ``/`` or starts with ``.`` or ``~``, and is not a URL), enters the key
-resolved against the current working directory. The same ``data/taxi-s`` in
-two checkouts is two keys; a bare word such as ``"data"`` is not taken for a
-path (write ``"./data"`` or type the parameter as ``Path``).
+A path argument is keyed by the files under it, not by its text
+(:mod:`.fingerprint`): a relative path by where it points, and a file changed,
+added or removed under it is a miss. ``@stage(cache_key=fn)`` keys a stage by
+what ``fn`` returns instead of by its arguments: ``fn`` gets the stage's
+arguments, each upstream stage's output given as that stage's key (a string),
+and what it returns is keyed as an argument would be (paths in it by their
+files; bytes as they are).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dask.base import tokenize
 
+from ..errors import ConfigError
+from .fingerprint import Fingerprints
 from .graph import Graph, StageRef
 
-__all__ = ["cache_keys", "element_key", "key_of_path"]
+if TYPE_CHECKING:
+    from .stage import Stage
+
+__all__ = ["cache_keys", "element_key"]
 
 
-def key_of_path(value: Any) -> Any:
-    """What ``value`` contributes to a key: a relative path resolved against the working directory."""
-    if isinstance(value, PurePath):
-        return ("path", os.path.abspath(os.path.expanduser(str(value))))
-    if (isinstance(value, str) and value and "://" not in value and "\n" not in value and len(value) < 4096
-            and not os.path.isabs(value) and ("/" in value or os.sep in value or value.startswith((".", "~")))):
-        return ("path", os.path.abspath(os.path.expanduser(value)))
-    return value
-
-
-def _inputs(value: Any, keys: dict[str, str]) -> Any:
+def _inputs(value: Any, keys: dict[str, str], prints: Fingerprints) -> Any:
     if isinstance(value, StageRef):
         return ("stage-output", keys[value.node])
     if isinstance(value, (list, tuple)):
-        return type(value).__name__, [_inputs(item, keys) for item in value]
+        return type(value).__name__, [_inputs(item, keys, prints) for item in value]
     if isinstance(value, dict):
-        return {key: _inputs(item, keys) for key, item in value.items()}
-    return key_of_path(value)
+        return {key: _inputs(item, keys, prints) for key, item in value.items()}
+    return prints.of(value)
 
 
-def cache_keys(graph: Graph, order: list[str]) -> dict[str, str]:
-    """The cache key of every node, ``order`` being a topological order."""
+def _upstream_as_keys(value: Any, keys: dict[str, str]) -> Any:
+    if isinstance(value, StageRef):
+        return keys[value.node]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_upstream_as_keys(item, keys) for item in value)
+    if isinstance(value, dict):
+        return {key: _upstream_as_keys(item, keys) for key, item in value.items()}
+    return value
+
+
+def _key(stage: Stage, call: tuple[Any, ...], keys: dict[str, str], prints: Fingerprints) -> str:
+    custom = stage.options.cache_key
+    if custom is None:
+        inputs = _inputs(call, keys, prints)
+    else:
+        args, kwargs = _upstream_as_keys(call, keys)
+        try:
+            made = custom(*args, **kwargs)
+        except Exception as exc:
+            raise ConfigError(f"the cache_key function of stage {stage.name!r} raised {type(exc).__name__}: {exc}; "
+                              "it gets the stage's arguments (an upstream stage's output as its key, a string) "
+                              "and returns what the stage's output depends on") from exc
+        inputs = ("custom", _inputs(made, keys, prints))
+    digest = hashlib.sha256(f"{stage.code_hash}\0{tokenize(inputs, ensure_deterministic=False)}".encode())
+    return digest.hexdigest()[:32]
+
+
+def cache_keys(graph: Graph, order: list[str], prints: Fingerprints | None = None) -> dict[str, str]:
+    """The cache key of every node, ``order`` being a topological order (``prints``: the run's path listings)."""
+    prints = prints or Fingerprints()
     keys: dict[str, str] = {}
     for name in order:
         node = graph.nodes[name]
-        inputs = _inputs((node.args, node.kwargs) if not node.mapped else (("map", node.over), node.args, node.kwargs),
-                         keys)
-        digest = hashlib.sha256(f"{node.stage.code_hash}\0{tokenize(inputs, ensure_deterministic=False)}".encode())
-        keys[name] = digest.hexdigest()[:32]
+        if node.mapped:  # the whole map: keyed by its list and fixed arguments (each item has its own key)
+            inputs = _inputs((("map", node.over), node.args, node.kwargs), keys, prints)
+            digest = hashlib.sha256(f"{node.stage.code_hash}\0{tokenize(inputs, ensure_deterministic=False)}".encode())
+            keys[name] = digest.hexdigest()[:32]
+        else:
+            keys[name] = _key(node.stage, (node.args, node.kwargs), keys, prints)
     return keys
 
 
-def element_key(code_hash: str, call: tuple[Any, ...], keys: dict[str, str]) -> str:
+def element_key(stage: Stage, call: tuple[Any, ...], keys: dict[str, str], prints: Fingerprints) -> str:
     """The cache key of one item's call of a mapped stage: keyed by the item's value, not its place."""
-    digest = hashlib.sha256(f"{code_hash}\0{tokenize(_inputs(call, keys), ensure_deterministic=False)}".encode())
-    return digest.hexdigest()[:32]
+    return _key(stage, call, keys, prints)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ParameterError, PipelineDefinitionError, ResumeError, Skip
 from ..jsonsafe import require_finite
+from ..store.records import RunStatus
 from .graph import Graph
 from .params import Param, bind_params, params_of
 from .trace import tracing
@@ -112,7 +113,7 @@ class Pipeline:
         :class:`KeyError` if there is no such run; :class:`ParameterError` if it is
         another pipeline's run or ``given`` differs from its parameters;
         :class:`~airflowless.errors.ResumeError` if it cannot be resumed now (its
-        driver is alive, or another live run is resuming it).
+        driver is alive, another live run is resuming it, or it succeeded).
         """
         earlier = store.get_run(run_id)
         if earlier.pipeline != self.name:
@@ -129,6 +130,10 @@ class Pipeline:
         blocker = store.resume_blocker(run_id)
         if blocker is not None:
             raise ResumeError(f"cannot resume: {blocker}")
+        if earlier.status == RunStatus.SUCCEEDED:
+            raise ResumeError(
+                f"run {run_id} succeeded: there is nothing to resume; run the pipeline again instead "
+                "(its stages whose code and inputs are unchanged are reused from the cache)")
         return dict(earlier.params)
 
     def resume(self, run_id: int, **options: Any) -> RunResult:

@@ -48,6 +48,7 @@ from ..names import join_under
 from ..store.liveness import this_driver
 from ..store.records import RunStatus, StageRecord, StageStatus
 from .cache import cache_keys, element_key
+from .fingerprint import Fingerprints
 from .graph import Graph, Node, StageRef
 from .interrupt import stop_stages
 from .lifecycle import Heartbeat, cancel_on_signals
@@ -129,6 +130,7 @@ class _Planner:
     resume_from: int | None
     in_resumed: dict[str, StageRecord] = field(default_factory=dict)  # key -> its output in the resumed run
     in_cache: dict[str, StageRecord] = field(default_factory=dict)  # key -> the latest output with it
+    prints: Fingerprints = field(default_factory=Fingerprints)  # path arguments' files, listed once a run
 
     @property
     def logs(self) -> str:
@@ -148,20 +150,32 @@ class _Planner:
         The earlier outputs of ``key`` must have been looked up (:meth:`lookup`).
         """
         reuse = None
-        if not renewed:
+        if not renewed and stage.options.cache:  # a resume runs cache=False stages again: their effect may be gone
             if self.resume_from is not None:
                 reuse = self.in_resumed.get(key)
-            if reuse is None and self.use_cache and stage.options.cache:
+            if reuse is None and self.use_cache:
                 reuse = self.in_cache.get(key)
-            if reuse is not None and still_reusable(stage, reuse) is None:
+            if reuse is not None and (self._expired(stage, reuse) or still_reusable(stage, reuse) is None):
                 reuse, renewed = None, True
         uri = reuse.output_uri if reuse is not None and reuse.output_uri else output_uri(
             self.storage, stage=stage.name, cache_key=key, run_id=self.run_id, node=name,
             shared=stage.options.cache and self.use_cache and not renewed)  # renewed: not over the old file
         return _Plan(name, key, uri, reuse, renewed)
 
+    def _expired(self, stage: Stage, earlier: StageRecord) -> bool:
+        """Whether ``earlier``'s output is older than the stage's ``cache_ttl`` (a reuse is as old as what it reused)."""
+        ttl = stage.options.cache_ttl_s
+        if ttl is None:
+            return False
+        made = earlier
+        if earlier.reused_from_run is not None:
+            made = self.store.find_outputs([earlier.cache_key], run_id=earlier.reused_from_run).get(
+                earlier.cache_key, earlier)
+        when = made.finished_at or made.started_at
+        return when is None or (datetime.now(timezone.utc) - when).total_seconds() > ttl
+
     def plan_graph(self, graph: Graph, order: list[str]) -> dict[str, _Plan]:
-        keys = cache_keys(graph, order)
+        keys = cache_keys(graph, order, self.prints)
         self.lookup(list(keys.values()))
         plans: dict[str, _Plan] = {}
         for name in order:
@@ -380,11 +394,15 @@ class _Watch:
             return set()
         keys = {n: p.cache_key for n, p in self.plans.items()}
         at = self.order.index(name)
-        item_keys = {item.name: element_key(item.stage.code_hash, (item.args, item.kwargs), keys) for item in items}
+        item_keys = {item.name: element_key(item.stage, (item.args, item.kwargs), keys,
+                                                 self.planner.prints) for item in items}
         self.planner.lookup(list(item_keys.values()))
+        # items are reused by value although the list was made again, but not when a fixed input was made again
+        over = node.over.node if isinstance(node.over, StageRef) else None
+        renewed = any(self.plans[up].renewed for up in node.upstream if up != over)
         for item in items:
             self.graph.nodes[item.name] = item
-            self.plans[item.name] = self.planner.plan(item.name, item.stage, item_keys[item.name], renewed=False)
+            self.plans[item.name] = self.planner.plan(item.name, item.stage, item_keys[item.name], renewed=renewed)
         self.order[at:at] = [item.name for item in items]
         self.graph.nodes[name] = gather
         self.items[name] = [item.name for item in items]
@@ -696,11 +714,12 @@ class _Watch:
 
     def _close(self, raise_on_failure: bool) -> RunResult:
         failures: dict[str, str] = {}
+        said: dict[str, str] = {}  # a failed stage -> its error on one line
         failed_or_skipped: set[str] = set()
         for name in self.order:
             if name in self.timed_out:
                 error = self.errors[name]
-                failures[name] = str(error)
+                failures[name] = said[name] = str(error)
                 failed_or_skipped.add(name)
                 self._record(name, status=StageStatus.CANCELLED, finished_at=datetime.now(timezone.utc),
                              error=getattr(error, "message", str(error)))
@@ -729,11 +748,13 @@ class _Watch:
             text = error.traceback if isinstance(error, StageFailedError) else f"{type(error).__name__}: {error}"
             message = error.message if isinstance(error, StageFailedError) else text
             failures[name] = text
+            said[name] = message
             self._record(name, status=StageStatus.FAILED,
                                     finished_at=datetime.now(timezone.utc), error=message, traceback=text)
             self.progress(name, f"failed: {message}")
         status = RunStatus.FAILED if failures else RunStatus.SUCCEEDED
-        summary = "; ".join(sorted(failures)) or None
+        # what the run's error box, `runs list` and alerts say: each failed stage with its error, not its name alone
+        summary = "; ".join(f"stage {name} failed: {said[name]}" for name in sorted(failures)) or None
         if self.timed_out:
             status, summary = RunStatus.TIMED_OUT, f"the run timed out after {self.timeout:g} s; stopped: {summary}"
         self._flush()

@@ -18,6 +18,7 @@ import hashlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, overload
 
 from ..errors import ConfigError
@@ -40,7 +41,13 @@ class StageOptions:
     for a stage whose effect is outside its return value (it serves, it writes to
     an external system) and cannot be checked. ``cache_valid``: a function given
     the cached output, asked before it is reused; ``False`` runs the stage again
-    (e.g. "does the URL it returned still answer?"). ``version``: bump it to
+    (e.g. "does the URL it returned still answer?"). ``cache_ttl``: seconds (or a
+    ``timedelta``) an output may be reused for; older ones are computed again.
+    ``cache_key``: a function of the stage's arguments whose result keys the
+    cache instead of the arguments (:mod:`airflowless.dag.cache`): leave out an
+    argument the output does not depend on, such as a folder the stage writes
+    to (its files change with each run, so it would never be reused). Path
+    arguments are otherwise keyed by the files under them. ``version``: bump it to
     invalidate the cache when code the stage calls (not its own body) changes.
     ``trigger``: when the stage runs, by how the stages it reads ended (as Airflow's
     trigger rules): ``"all_success"`` (the default: each succeeded), ``"all_done"``
@@ -60,6 +67,8 @@ class StageOptions:
     resources: dict[str, float] = field(default_factory=dict)
     cache: bool = True
     cache_valid: Callable[[Any], bool] | None = None
+    cache_ttl: float | timedelta | None = None
+    cache_key: Callable[..., Any] | None = None
     version: str = ""
     trigger: str = "all_success"
     max_width: int = 10_000
@@ -86,11 +95,23 @@ class StageOptions:
         if self.cache_valid is not None and not callable(self.cache_valid):
             raise ConfigError(
                 f"cache_valid must be a function of the cached output returning True or False, got {self.cache_valid!r}")
+        if self.cache_key is not None and not callable(self.cache_key):
+            raise ConfigError(f"cache_key must be a function of the stage's arguments, got {self.cache_key!r}")
+        ttl = self.cache_ttl
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float, timedelta))
+                                or (self.cache_ttl_s or 0) <= 0):
+            raise ConfigError(f"cache_ttl must be a positive number of seconds or a timedelta, got {self.cache_ttl!r}")
         for key, amount in self.resources.items():
             if not isinstance(key, str) or not isinstance(amount, (int, float)) or amount < 0:
                 raise ConfigError(
                     f"resources map names to non-negative amounts, e.g. {{'GPU': 1}}; got {self.resources!r}"
                 )
+
+    @property
+    def cache_ttl_s(self) -> float | None:
+        """``cache_ttl`` in seconds."""
+        ttl = self.cache_ttl
+        return ttl.total_seconds() if isinstance(ttl, timedelta) else None if ttl is None else float(ttl)
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1 = the first retry)."""

@@ -132,13 +132,18 @@ def test_timeouts_fail_stages_promptly(store, tmp_path: Path) -> None:  # noqa: 
         assert "timeout of 0.5 s" in (run.stage(node).error or "")
 
 
-@stage
+def _by_value(counter: str, value: int) -> int:
+    """The cache key of the counting stages: their value (the counter is written by every run)."""
+    return value
+
+
+@stage(cache_key=_by_value)
 def counted(counter: str, value: int) -> int:
     _bump(Path(counter))
     return value * 10
 
 
-@stage
+@stage(cache_key=_by_value)
 def add_one(counter: str, value: int) -> int:
     _bump(Path(counter))
     return value + 1
@@ -164,7 +169,7 @@ def test_unchanged_stages_are_not_run_again_and_a_changed_upstream_invalidates(s
     assert fresh.value == 11 and Path(up).read_text() == "3"
 
 
-@stage
+@stage(cache_key=lambda counter: counter.encode())  # the counter by its name, not its content
 def source(counter: str) -> int:
     _bump(Path(counter))
     return 5
@@ -201,6 +206,7 @@ def test_failure_skips_downstream_and_resume_reuses_finished_stages(store, tmp_p
     failed_run = info.value.run_id
     record = store.get_run(failed_run)
     assert record.status == "failed"
+    assert (record.error or "").startswith("stage fragile failed: ValueError: the flag file says"), record.error
     status = {s.node: s.status for s in record.stages}
     assert status == {"source": "succeeded", "fragile": "failed", "after": "skipped", "sibling": "succeeded"}
     fragile_record = record.stage("fragile")
