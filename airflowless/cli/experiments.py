@@ -68,7 +68,7 @@ def show_experiment(name_or_id: str, db: str | None, as_json: bool) -> None:
     """One experiment (by name, the latest with it, or by id): its trials, their status and last metrics."""
     from rich.table import Table
 
-    from .render import _console, _short
+    from .render import _console
 
     store = _open(db)
     experiment = store.find_experiment(name_or_id)
@@ -87,13 +87,23 @@ def show_experiment(name_or_id: str, db: str | None, as_json: bool) -> None:
     table = Table(title=f"experiment {experiment['id']} {experiment['name']} ({experiment['kind']}): "
                         f"{ExperimentStatus.shown(experiment['status'])}" + (f" in {took}" if took else ""),
                   title_justify="left")
-    for column in ("trial", "status", "iterations", "restarts", "last metrics", "checkpoint"):
+    metric = experiment["metric"] if experiment["metric"] else None
+    configs = [_flat(trial["config"] or {}) for trial in trials]  # {"params": {"eta": 0.3}} -> "params/eta"
+    config_keys = sorted({key for config in configs for key in config})
+    # the metric being optimised first, then each config key as a column; cells fold, nothing is cut
+    columns = ["trial", "status", *([_metric(experiment)] if metric else []), *config_keys, "iter", "restarts",
+               "other metrics", "checkpoint"]
+    for column in columns:
         table.add_column(column, overflow="fold")
     root = (experiment["storage_path"] or "").rstrip("/") + "/"
-    for trial in trials:
+    for trial, config in zip(trials, configs, strict=True):
         checkpoint = trial["checkpoint_uri"] or ""
-        table.add_row(trial["name"], _status(trial["status"]), str(trial["iterations"]), str(trial["restarts"]),
-                      _short(_metrics(trial["last_metrics"]), 60),
+        last = trial["last_metrics"] or {}
+        table.add_row(trial["name"], _status(trial["status"]),
+                      *([_number(last[metric]) if metric in last else ""] if metric else []),
+                      *(_plain(config[key]) if key in config else "" for key in config_keys),
+                      str(trial["iterations"]), str(trial["restarts"]),
+                      _metrics({k: v for k, v in last.items() if k != metric}),
                       checkpoint.removeprefix(root) if root != "/" else checkpoint)
     console = _console()
     console.print(table)
@@ -105,6 +115,9 @@ def show_experiment(name_or_id: str, db: str | None, as_json: bool) -> None:
                                     f"(config {_plain(best[0]['config'])})"))
     if experiment["storage_path"]:
         lines.append(f"storage: {experiment['storage_path']}")
+    if experiment.get("run_id") is not None:
+        lines.append(f"started by run {experiment['run_id']}, stage {experiment['stage']}: "
+                     f"airflowless runs show {experiment['run_id']}")
     if (experiment.get("summary") or {}).get("prepared_data"):
         lines.append(_prepared_data(experiment["summary"]["prepared_data"]))
     for line in lines:
@@ -154,6 +167,17 @@ def _plain(config: Any) -> str:
     if isinstance(config, dict):
         return "{" + ", ".join(f"{k}: {_plain(v)}" for k, v in config.items()) + "}"
     return _number(config)
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested config keys as one level, joined by ``/`` (as Ray's result dataframes name them)."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}/"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _metric(experiment: dict[str, Any]) -> str:

@@ -61,6 +61,9 @@ def show_run(run_id: int, db: str | None, as_json: bool) -> None:
     for note in store.notifications_of(run_id):
         why = f" ({note['error']})" if note["error"] else ""
         click.echo(f"notified {note['event']} via {note['channel']}: {note['status']}{why}")
+    for experiment in store.experiments_of_run(run_id):
+        click.echo(f"stage {experiment['stage']} started experiment {experiment['id']} {experiment['name']} "
+                   f"({experiment['kind']}): airflowless experiments show {experiment['id']}")
     for stage in record.stages:
         if stage.traceback:
             click.echo(f"\n--- stage {stage.node} ---\n{stage.traceback}")

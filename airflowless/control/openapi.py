@@ -105,7 +105,7 @@ def document(prefix: str = "") -> dict[str, Any]:
     api = "/airflowless/api/v1"
     paths = {
         "/runs": _read("The latest pipeline runs, newest first", _limit(50)),
-        "/runs/{run_id}": _read("One run with its stages: state, attempts, duration, cache hit, error, traceback",
+        "/runs/{run_id}": _read("One run with its stages: state, attempts, duration, cache hit, error, traceback; the experiments its stages started",
                                 run, found=True),
         "/runs/{run_id}/cancel": _action("Cancel a queued or running pipeline run", run),
         "/experiments": _read("The latest experiments (Tuner searches, Trainer fits) with trial counts",

@@ -52,7 +52,8 @@ def run(store: Any, run_id: int) -> dict[str, Any]:
     except KeyError:
         raise NotFound(f"no run with id {run_id} in this record") from None
     return {**run_summary(record), "stages": [_stage(stage) for stage in record.stages],
-            "notifications": plain(store.notifications_of(run_id))}
+            "notifications": plain(store.notifications_of(run_id)),
+            "experiments": [_experiment(row) for row in store.experiments_of_run(run_id)]}
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:

@@ -30,12 +30,23 @@ class ExperimentRecords:
     engine: Engine
 
     def create_experiment(self, name: str, *, kind: str, config: dict[str, Any], storage_path: str | None = None,
-                          metric: str | None = None, mode: str | None = None) -> int:
+                          metric: str | None = None, mode: str | None = None,
+                          started_by: tuple[int, str] | None = None) -> int:
+        """A new experiment; ``started_by``: the (run id, stage) whose body starts it, if a pipeline stage does."""
+        run_id, stage = started_by or (None, None)
         with self.engine.begin() as conn:
             result = conn.execute(schema.experiments.insert().values(
                 name=name, kind=kind, status="running", config=_plain(config), storage_path=storage_path,
-                metric=metric, mode=mode, created_at=_now()))
+                metric=metric, mode=mode, created_at=_now(), run_id=run_id, stage=stage))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    def experiments_of_run(self, run_id: int) -> list[dict[str, Any]]:
+        """The experiments the stages of pipeline run ``run_id`` started, oldest first."""
+        table = schema.experiments
+        query = (select(table.c.id, table.c.name, table.c.kind, table.c.status, table.c.stage, table.c.metric,
+                        table.c.created_at).where(table.c.run_id == run_id).order_by(table.c.id))
+        with self.engine.begin() as conn:
+            return [dict(row) for row in conn.execute(query).mappings()]
 
     def finish_experiment(self, experiment_id: int, status: str, *, error: str | None = None) -> None:
         with self.engine.begin() as conn:

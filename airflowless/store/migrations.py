@@ -99,6 +99,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _create("registered_models", "model_versions", "model_aliases")),
     Migration(12, "the registered model versions each serve deployment serves; versions' datasets and code",
               _steps(_add_columns("deployments", "models"), _add_columns("model_versions", "datasets", "code_version"))),
+    Migration(13, "the pipeline run and stage that started each experiment",
+              _steps(_add_columns("experiments", "run_id", "stage"), _create_indexes("experiments", "ix_experiments_run_id"))),
 )
 
 

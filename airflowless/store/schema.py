@@ -124,6 +124,9 @@ experiments = Table(
     Column("finished_at", DateTime(timezone=True)),
     Column("error", Text),
     Column("summary", JSON),  # what the run measured, written when it ends (the prepared-data cache's use)
+    # the pipeline run and stage whose body started it (a Tuner or Trainer inside a stage); None outside one
+    Column("run_id", Integer, index=True),
+    Column("stage", String(200)),
 )
 
 trials = Table(

@@ -76,12 +76,15 @@ class StoreRecorder(Recorder):
                        what, type(exc).__name__, exc)
 
     def start(self, name: str, config: dict[str, Any], storage_dir: str) -> None:
+        from ..dag.interrupt import current_stage
         from ..store import open_store
+
+        running = current_stage()  # asked here: the fit's own thread, which runs the stage's body
 
         def create() -> None:
             self.store = open_store()
             self.experiment_id = self.store.create_experiment(name, kind="train", config=config,
-                                                              storage_path=storage_dir)
+                                                              storage_path=storage_dir, started_by=running)
             self.trial_id = self.store.add_trial(self.experiment_id, name, config=config, status="running")
 
         self._write(f"record the run {name!r}", create)

@@ -165,6 +165,7 @@ def run_function_trial(fn: Any, config: dict[str, Any], trial_id: str, topic: st
 
     with _lock:
         _active[run_key] = run
+    run.send(event="started")  # it has its worker and resources now: the record says running, not pending
 
     # the thread sees this task's worker (get_worker, get_client) through the copied context
     context = contextvars.copy_context()

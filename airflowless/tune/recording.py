@@ -36,13 +36,17 @@ class ExperimentRecorder:
         self._metrics: list[tuple[int, int, dict[str, Any]]] = []
         self._updates: dict[int, dict[str, Any]] = {}
         self._checkpoints: list[tuple[int, int, str, dict[str, Any]]] = []
+        self._running: set[int | None] = set()  # records of trials known to run on a worker now
         self._flushed_at = time.monotonic()
 
     def create(self) -> None:
+        from ..dag.interrupt import current_stage
+
         self.experiment_id = self.store.create_experiment(
             self.name, kind="tune", config={"param_space": repr(self.param_space),
                                             "num_samples": self.tune_config.num_samples},
-            storage_path=self.path, metric=self.tune_config.metric, mode=self.tune_config.mode)
+            storage_path=self.path, metric=self.tune_config.metric, mode=self.tune_config.mode,
+            started_by=current_stage())
 
     def attach(self, experiment_id: int, trials: dict[str, Trial]) -> dict[str, dict[str, Any]]:
         """Continue a restored experiment; what the store has beyond the saved state is taken back:
@@ -74,22 +78,32 @@ class ExperimentRecorder:
             self._updates.setdefault(trial.record_id, {}).update(fields)
 
     def trials_starting(self, trials: list[Trial]) -> None:
-        """Trials starting now (what :meth:`trial_started` records for one), with what was heard, in one
-        transaction: new ones get their records, restarted ones are running again."""
-        for trial in trials:  # (those with records; a new record is made running, with its config)
-            self._update(trial, status="running", restarts=trial.restarts, config=trial.config)
+        """Trials submitted now (what :meth:`trial_started` records for one), with what was heard, in one
+        transaction: new ones get their records, restarted ones are pending again. A trial is recorded
+        ``pending`` until it runs on a worker (it may wait for resources), then ``running``."""
+        for trial in trials:  # (those with records; a new record is made pending, with its config)
+            self._running.discard(trial.record_id)
+            self._update(trial, status="pending", restarts=trial.restarts, config=trial.config)
         self.flush(starting=trials)
 
     def trial_started(self, trial: Trial) -> None:
         if trial.record_id is None and self.experiment_id is not None:
             trial.record_id = self.store.add_trial(self.experiment_id, trial.trial_id, config=trial.config,
-                                                   status="running")
+                                                   status="pending")
         # the config it runs with: a record made before a driver died may hold another (and PBT changes it)
-        self._update(trial, status="running", restarts=trial.restarts, config=trial.config)
+        self._running.discard(trial.record_id)
+        self._update(trial, status="pending", restarts=trial.restarts, config=trial.config)
+
+    def trial_running(self, trial: Trial) -> None:
+        """The trial's code runs on a worker now (it got its resources)."""
+        if trial.record_id is not None and trial.record_id not in self._running and not trial.finished:
+            self._running.add(trial.record_id)
+            self._update(trial, status="running")
 
     def result(self, trial: Trial, result: dict[str, Any]) -> None:
         if trial.record_id is None:
             return
+        self.trial_running(trial)  # a trial that reports runs (a Trainer's sends no start of its own)
         step = int(result.get("training_iteration", 0))
         metrics = {k: v for k, v in result.items() if k != "checkpoint_uri"}
         self._metrics.append((trial.record_id, step, metrics))
@@ -100,9 +114,11 @@ class ExperimentRecorder:
         self._update(trial, **fields)
 
     def trial_paused(self, trial: Trial) -> None:
+        self._running.discard(trial.record_id)
         self._update(trial, status="paused")
 
     def trial_restarted(self, trial: Trial) -> None:
+        self._running.discard(trial.record_id)
         self._update(trial, status="pending", restarts=trial.restarts)
 
     def trial_ended(self, trial: Trial, *, stopped: bool = False) -> None:
@@ -135,7 +151,7 @@ class ExperimentRecorder:
             return
         metrics, updates, checkpoints = self._metrics, self._updates, self._checkpoints
         self._metrics, self._updates, self._checkpoints = [], {}, []
-        new_trials = [(t.trial_id, t.config, "running") for t in new]
+        new_trials = [(t.trial_id, t.config, "pending") for t in new]
         try:
             ids = self.store.record_batch(metrics, updates, checkpoints=checkpoints,
                                           experiment_id=self.experiment_id, new_trials=new_trials)

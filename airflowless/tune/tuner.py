@@ -479,6 +479,8 @@ class _Loop:
                                         "checkpoint_uri": report.get("checkpoint")})
             if message.get("event") == "outcome":
                 self.outcomes[message["task"]] = message
+            elif message.get("event") == "started" and trial_id in self.controller.trials:
+                self.recorder.trial_running(self.controller.trials[trial_id])
         elif kind == "result":
             try:
                 self._result(item[1], item[2])

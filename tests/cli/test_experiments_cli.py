@@ -114,11 +114,15 @@ def test_show_lists_the_trials_with_their_last_metrics_and_checkpoints(
     assert by_name.returncode == 0, _show(by_name)
     out = by_name.stdout
     assert re.search(rf"experiment {recorded['tune']} taxi-tune \(tune\): completed_with_errors in [\d.]+s", out)
-    trials = re.findall(r"│ (trial_\d+)\s+│ (\w+)\s+│ (\d+)\s+│ (\d+)\s+│ ([^│]*?)\s+│ ([^│]*?)\s+│", out)
+    # the metric being optimised first, then each config key (nested ones joined by /), nothing cut
+    header = re.search(r"┃ trial\s+┃ status\s+┃ valid-logloss \(min\)\s+┃ params/eta\s+┃ iter\s+┃ restarts\s+┃", out)
+    assert header, out
+    trials = re.findall(r"│ (trial_\d+)\s+│ (\w+)\s+│ ([\d.]+)\s+│ ([\d.]+)\s+│ (\d+)\s+│ (\d+)\s+│ ([^│]*?)\s+│ ([^│]*?)\s+│",
+                        out)
     assert trials == [
-        ("trial_00000", "completed", "3", "0", "valid-logloss=0.2", "trial_00000/checkpoint_000003"),
-        ("trial_00001", "completed", "3", "0", "valid-logloss=0.1667", "trial_00001/checkpoint_000003"),
-        ("trial_00002", "errored", "1", "1", "valid-logloss=0.9", ""),
+        ("trial_00000", "completed", "0.2", "0.25", "3", "0", "", "trial_00000/checkpoint_000003"),
+        ("trial_00001", "completed", "0.1667", "0.35", "3", "0", "", "trial_00001/checkpoint_000003"),
+        ("trial_00002", "errored", "0.9", "0.3", "1", "1", "", ""),
     ], out
     assert "trials: 3 (2 completed, 1 errored)" in out
     assert "metric: valid-logloss (min); best 0.1667 in trial_00001 (config {params: {eta: 0.35}})" in out

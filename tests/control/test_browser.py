@@ -150,6 +150,24 @@ def test_run_pages_live_then_finished(browser: Browser, dashboard: str) -> None:
     assert re.search(r'<table class="af stages">.*<td>combine</td>', dom, re.S)
     dom = show(browser, dashboard, "airflowless/runs", "runs", until=count("table.runs tbody tr"))
     assert f'href="/airflowless/runs/{run.id}"' in dom and "pages_demo" in dom
+    assert f"<td>n=10, gate={gate}</td>" in dom  # the params column
+
+    # the runs page filters by pipeline and status, and compares two ticked runs
+    opened = f"pages-gate-{uuid.uuid4().hex[:8]}"
+    Event(opened).set()
+    other = pages_demo(n=3, gate=opened).run_id
+    show(browser, dashboard, "airflowless/runs", None, until=count(f"input.af-pick[data-run='{other}']"))
+    browser.evaluate("(() => { const s = document.getElementById('filter-pipeline'); s.value = 'pages_demo';"
+                     " s.dispatchEvent(new Event('change')); })()")
+    shown = browser.evaluate("[...document.querySelectorAll('table.runs tbody tr td:nth-child(3)')].map(td => td.textContent)")
+    assert shown and set(shown) == {"pages_demo"}, shown
+    for ticked in (run.id, other):
+        browser.evaluate(f"document.querySelector(\"input.af-pick[data-run='{ticked}']\").click()")
+    compared = eventually(lambda: browser.evaluate(
+        "(document.querySelector('#compare table.compare') || {}).outerHTML || null"))
+    assert re.search(r'<tr class="differs"><td>n</td><td>10</td><td>3</td></tr>', compared), compared
+    assert re.search(r"<tr><td>status</td><td>succeeded</td><td>succeeded</td></tr>", compared), compared
+    assert "<td>stage combine</td>" in compared
 
 
 # -- a Tune search: one trial held after two reports ------------------------------------------

@@ -36,8 +36,8 @@ def _assert_utc(value: datetime | None, *, near: datetime) -> None:
 # -- schema and migrations ----------------------------------------------------------------
 
 def test_migrate_creates_every_schema_version(db: Store) -> None:
-    assert db.version == MIGRATIONS[-1].version == 12
-    assert _version_rows(db) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert db.version == MIGRATIONS[-1].version == 13
+    assert _version_rows(db) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     with db.engine.connect() as conn:
         names = set(inspect(conn).get_table_names())
     assert {"airflowless_schema_version", "pipeline_runs", "stage_runs", "experiments", "trials", "metrics",
@@ -52,8 +52,8 @@ def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
     for _ in range(2):
         again = open_store(backend_url)
         try:
-            assert again.version == 12
-            assert _version_rows(again) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]  # no second row for the same migration
+            assert again.version == 13
+            assert _version_rows(again) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]  # no second row for the same migration
             assert again.get_run(run_id).pipeline == "demo"  # and the data is still there
             assert again.count_runs() == 1
         finally:

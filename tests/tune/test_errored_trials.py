@@ -31,7 +31,20 @@ def tuning(accepted: int | None = None):
 def test_errored_trials_fail_the_stage_unless_accepted(store) -> None:  # noqa: ANN001
     with pytest.raises(PipelineRunError, match=r"TrialsErroredError: 1 of 3 trials .* errored"):
         tuning.run({}, store=store)
-    assert tuning.run({"accepted": 1}, store=store).value == {"best": 1, "errors": 1}
+    accepted = tuning.run({"accepted": 1}, store=store)
+    assert accepted.value == {"best": 1, "errors": 1}
+
+    # the experiment links to the run and stage that started it, and the run to its experiments (issue 25.6)
+    from airflowless.control import reads
+
+    started = store.experiments_of_run(accepted.run_id)
+    assert [(e["kind"], e["stage"], e["status"]) for e in started] == [("tune", "search", "terminated_with_errors")]
+    assert store.find_experiment(started[0]["id"])["run_id"] == accepted.run_id
+    shown = reads.run(store, accepted.run_id)["experiments"]
+    assert [(e["id"], e["stage"], e["status"]) for e in shown] == [(started[0]["id"], "search", "completed_with_errors")]
+    assert reads.experiment(store, started[0]["id"])["run_id"] == accepted.run_id
+    failed = store.list_runs(limit=2)[1]
+    assert [e["stage"] for e in store.experiments_of_run(failed.id)] == ["search"], "a failed run keeps its link"
 
 
 def test_outside_a_stage_the_grid_keeps_its_errors_as_in_ray_unless_a_bound_is_given() -> None:

@@ -35,7 +35,11 @@ def test_trials_starting_creates_each_record_once_and_keeps_add_trial_semantics(
     rows = {r["name"]: r for r in recorder.store.list_trials(recorder.experiment_id)}
     assert sorted(rows) == ["trial_00000", "trial_00001", "trial_00002"]
     assert [t.record_id for t in trials] == [rows[t.trial_id]["id"] for t in trials]
-    assert rows["trial_00002"]["config"] == {"x": 0.9} and rows["trial_00002"]["status"] == "running"
+    # pending until the trial runs on a worker (it may wait for resources), then running
+    assert rows["trial_00002"]["config"] == {"x": 0.9} and rows["trial_00002"]["status"] == "pending"
+    recorder.trial_running(trials[2])
+    recorder.flush()
+    assert {r["name"]: r["status"] for r in recorder.store.list_trials(recorder.experiment_id)}["trial_00002"] == "running"
     # a name already recorded keeps its id, as add_trial does
     again = recorder.store.add_trials(recorder.experiment_id, [("trial_00001", {"x": 0.1}, "running")])
     assert again == [rows["trial_00001"]["id"]]

@@ -70,3 +70,37 @@ def test_get_dataframe_takes_each_trials_best_report() -> None:
     assert sorted(best["config/x"]) == [0, 1]
     with pytest.raises(ConfigError, match="together"):
         grid.get_dataframe(filter_metric="score")
+
+
+def held(config: dict[str, Any]) -> None:
+    from distributed import Event
+
+    Event(config["gate"]).wait(60)
+    tune.report({"x": config["x"]})
+
+
+def test_a_trial_waiting_for_resources_is_recorded_pending_not_running(cluster_client: Any) -> None:
+    import threading
+    import uuid
+
+    from distributed import Event
+
+    from airflowless.store import open_store
+    from airflowless.train import RunConfig
+    from tests.support.eventually import eventually
+
+    cpus = max(cluster_client.run(lambda dask_worker: dask_worker.state.total_resources.get("CPU", 0)).values())
+    name, gate = f"waits-{uuid.uuid4().hex[:8]}", f"gate-{uuid.uuid4().hex[:8]}"
+    tuner = tune.Tuner(tune.with_resources(held, {"CPU": cpus}),  # a worker each: two run, the third waits
+                       param_space={"x": tune.grid_search([1, 2, 3]), "gate": gate}, run_config=RunConfig(name=name))
+    thread = threading.Thread(target=tuner.fit, daemon=True)
+    thread.start()
+    store = open_store()
+    try:
+        experiment = eventually(lambda: store.find_experiment(name))
+        eventually(lambda: sorted(t["status"] for t in store.list_trials(experiment["id"]))
+                   == ["pending", "running", "running"], timeout=30)
+    finally:
+        Event(gate, client=cluster_client).set()
+        thread.join(60)
+    assert sorted(t["status"] for t in store.list_trials(experiment["id"])) == ["terminated"] * 3

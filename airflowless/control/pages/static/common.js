@@ -299,7 +299,8 @@ window.AF = (function () {
     return String(a).localeCompare(String(b), undefined, { numeric: true });
   }
 
-  const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  // Okabe and Ito's colours, told apart with any colour vision (the yellow, faint on white, left out)
+  const PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"];
 
   /* Line chart: series are {name, points: [[x, y]...], best?, inactive?, color?}. Returns an <svg>. */
   /* A chart's scales over [x0, x1] x [y0, y1] (widened when flat), and axes() making its axes' elements. */
@@ -315,7 +316,7 @@ window.AF = (function () {
         parts.push(svg("text", { x: L - 6, y: (sy(value) + 4).toFixed(1), "text-anchor": "end" }, number(value)));
         if (i) parts.push(svg("line", { x1: L - 3, y1: sy(value).toFixed(1), x2: L, y2: sy(value).toFixed(1) }));
       }
-      for (const [value] of ticks(x0, x1)) {
+      for (const [value] of (options.integerX ? wholeTicks(x0, x1) : ticks(x0, x1))) {
         parts.push(svg("text", { x: sx(value), y: H - B + 16, "text-anchor": "middle" }, number(Math.round(value * 100) / 100)));
       }
       if (options.xlabel) parts.push(svg("text", { x: W - R, y: H - 4, "text-anchor": "end" }, options.xlabel));
@@ -444,6 +445,14 @@ window.AF = (function () {
   function ticks(lo, hi) {
     const out = [];
     for (let i = 0; i <= 4; i += 1) out.push([lo + ((hi - lo) * i) / 4, i]);
+    return out;
+  }
+
+  /* Ticks on whole numbers only (iterations: never a tick at 10.75), at most about five. */
+  function wholeTicks(lo, hi) {
+    const step = Math.max(1, Math.ceil((hi - lo) / 4));
+    const out = [];
+    for (let v = Math.ceil(lo); v <= hi; v += step) out.push([v, out.length]);
     return out;
   }
 

@@ -11,6 +11,13 @@
       el("span", { style: "width:" + (100 * share).toFixed(1) + "%" }));
   }
 
+  /* Rows and bytes are measured where blocks reach the consumer; an operator whose blocks stayed on the workers
+   * (fused into the next one, or counted/written there) says so instead of showing an empty cell. */
+  function unmeasured(op, value) {
+    if (value != null) return AF.number(value);
+    return op.blocks ? el("span", { class: "af-muted", title: "its blocks stayed on the workers: rows and bytes are measured where blocks reach the consumer" }, "on workers") : "";
+  }
+
   poll(async function () {
     const live = await getJSON("live/data");
     const executions = list(live, "executions");
@@ -36,8 +43,8 @@
         { label: "done", value: (o) => o.done, num: true },
         { label: "running", value: (o) => o.running, num: true },
         { label: "blocks out", value: (o) => o.blocks, num: true },
-        { label: "rows out", value: (o) => o.rows, num: true },
-        { label: "bytes out", value: (o) => o.bytes, cell: (o) => bytes(o.bytes), num: true },
+        { label: "rows out", value: (o) => o.rows, num: true, cell: (o) => unmeasured(o, o.rows) },
+        { label: "bytes out", value: (o) => o.bytes, cell: (o) => (o.bytes == null ? unmeasured(o, null) : bytes(o.bytes)), num: true },
       ], run.operators || [], { cls: "operators", empty: "no operator has started yet" });
       container.appendChild(box);
     });

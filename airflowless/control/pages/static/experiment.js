@@ -73,7 +73,7 @@
       best: t.id === bestShown,
       inactive: !!shape(t, maxIterations),
     }));
-    AF.liveChart(chartHolder, series, { xlabel: "iteration", ylabel: chosen || "", empty: "no metrics reported yet" });
+    AF.liveChart(chartHolder, series, { xlabel: "iteration", ylabel: chosen || "", empty: "no metrics reported yet", integerX: true });
     const sig = JSON.stringify(series.map((s) => [s.name, s.best]));
     if (sig !== legendSig) { legendSig = sig; replace(legendHolder, legend(series)); }
   }
@@ -98,6 +98,8 @@
       " · " + trials.length + " trials ",
       running ? actionButton("stop experiment", "experiments/" + encodeURIComponent(experiment.id) + "/stop",
         "Stop experiment " + experiment.id + "?") : null),
+      experiment.run_id != null ? el("p", { class: "af-muted af-started-by" }, "started by ",
+        link("runs/" + encodeURIComponent(experiment.run_id), "run " + experiment.run_id), ", stage " + experiment.stage) : null,
       experiment.error ? el("pre", { class: "af-tb" }, experiment.error) : null);
 
     const configKeys = [...new Set(trials.flatMap((t) => Object.keys(t.config || {})))].sort();
@@ -117,10 +119,13 @@
           t.id === bestId ? " ★ best" : "",
           t.status === "running" ? [" ", actionButton("stop", "trials/" + encodeURIComponent(t.id) + "/stop")] : null);
       } },
+      // the metric being optimised first, where it is seen without scrolling; then the config, the rest
+      ...metricKeys.filter((k) => k === scoreMetric).map((k) => ({ label: k,
+        value: (t) => (t.last_metrics || {})[k], cell: (t) => number((t.last_metrics || {})[k]), num: true })),
       { label: "iter", value: (t) => t.iterations, num: true },
       { label: "restarts", value: (t) => t.restarts, num: true },
       ...configKeys.map((k) => ({ label: k, value: (t) => (t.config || {})[k], cell: (t) => number((t.config || {})[k]) })),
-      ...metricKeys.map((k) => ({ label: k, value: (t) => (t.last_metrics || {})[k], num: true })),
+      ...metricKeys.filter((k) => k !== scoreMetric).map((k) => ({ label: k, value: (t) => (t.last_metrics || {})[k], num: true })),
     ], trials, {
       sortable: true, cls: "trials", key: (t) => t.id,
       rowClass: (t) => [t.id === bestId ? "best" : "", shape(t, maxIterations) ? "inactive" : ""].join(" ").trim() || null,

@@ -2,7 +2,7 @@
  * each stage's attempts, duration, cache hit, error and traceback. */
 "use strict";
 (function () {
-  const { el, svg, getJSON, poll, section, table, badge, duration, time, update, setText, actionButton } = AF;
+  const { el, svg, getJSON, poll, section, table, badge, duration, time, update, setText, actionButton, link } = AF;
   const id = AF.id;
 
   function layers(stages) {
@@ -77,6 +77,11 @@
     update(section("notifications", null), notes.length ? [el("h2", {}, "Notifications"),
       el("ul", {}, notes.map((n) => el("li", {}, n.event + " → " + n.channel + ": " + n.status +
         (n.error ? " (" + n.error + ")" : "") + (n.attempts > 1 ? ", " + n.attempts + " attempts" : ""))))] : []);
+    const experiments = run.experiments || []; // what its stages started (a Tuner, a Trainer's fit)
+    update(section("experiments", null), experiments.length ? [el("h2", {}, "Experiments"),
+      el("ul", { class: "af-experiments" }, experiments.map((e) => el("li", {},
+        link("experiments/" + encodeURIComponent(e.id), "experiment " + e.id + " · " + e.name), " ", badge(e.status),
+        " " + e.kind + " in stage " + e.stage)))] : []);
     const stages = run.stages || [];
     const states = [...new Set(stages.map((s) => s.status))];
     update(section("graph", "Stages"), stages.length ? [graph(stages), el("p", { class: "af-legend" }, states.map((s) => [badge(s), " "]))]

@@ -22,7 +22,7 @@
     update(section("curves", "Metrics"), el("div", { class: "af-row" }, charts.map((n) => el("div", {},
       el("h3", {}, n),
       lineChart([{ name: n, points: rows.filter((r) => typeof r[n] === "number").map((r) => [r.training_iteration ?? r.step, r[n]]) }],
-        { width: 420, height: 220, xlabel: "iteration" })))));
+        { width: 420, height: 220, xlabel: "iteration", integerX: true })))));
     table(section("reports", "Reports"), [
       { label: "step", value: (r) => r.step, num: true },
       ...names.filter((n) => n !== "step").map((n) => ({ label: n, value: (r) => r[n], num: true })),
