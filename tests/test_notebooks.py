@@ -86,3 +86,12 @@ def test_notebook_runs(path: Path) -> None:
         if o.output_type == "error"
     ]
     assert not errors, f"{path.name}: {errors[0]['ename']}: {errors[0]['evalue']}"
+    for index, cell in enumerate(executed.cells):
+        if cell.cell_type != "code":
+            continue
+        shown = [o for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
+        if cell.source.rstrip().endswith(".plot()") or ".plot(" in cell.source.splitlines()[-1]:
+            # a saved notebook keeps a still picture of each plot: GitHub and nbviewer run no script
+            assert any("image/png" in o.get("data", {}) for o in shown), f"{path.name} cell {index}: no still PNG"
+        stderr = "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stderr")
+        assert "IProgress" not in stderr and "0block" not in stderr, f"{path.name} cell {index}: {stderr[-300:]}"

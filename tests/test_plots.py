@@ -89,3 +89,41 @@ def test_dataset_stats_chart_time_and_rows_per_operator(cluster_client: Any) -> 
     assert mapped.rows == 500 and mapped.name in stats  # the chart and the printed table agree
     assert all(s >= 0 for s in time_bars.data_source.data["seconds"])
     assert time_fig.xaxis[0].axis_label == "seconds" and rows_fig.xaxis[0].axis_label == "rows"
+
+
+def _ink(png: bytes) -> float:
+    """The share of a PNG's pixels that are not white (a blank picture has none)."""
+    import io
+
+    from matplotlib.image import imread
+
+    pixels = imread(io.BytesIO(png))
+    return float((pixels[..., :3].min(axis=-1) < 0.95).mean())
+
+
+def test_every_picture_has_a_still_png_for_saved_notebooks() -> None:
+    from airflowless.plots import operator_chart
+    from airflowless.plots.static import to_png
+
+    for picture in (_grid(metric="loss", mode="min").plot(), operator_chart([("read", 0.5, 100), ("map", 0.2, 90)])):
+        png = to_png(picture)
+        assert png.startswith(b"\x89PNG") and _ink(png) > 0.01
+
+
+def test_a_notebook_cell_showing_a_picture_keeps_it_interactive_and_still() -> None:
+    from bokeh.plotting import figure
+    from IPython.core.interactiveshell import InteractiveShell
+
+    fig = _grid(metric="loss", mode="min").plot()
+    shell = InteractiveShell.instance()
+    try:
+        from airflowless.plots.notebook import offer
+
+        offer()
+        shown, _ = shell.display_formatter.format(fig)
+        assert shown["image/png"] and "data:image/png;base64," + shown["image/png"][:40] in shown["text/html"]
+        assert "Bokeh" in shown["text/html"] and f"data-root-id=\"{fig.id}\"" in shown["text/html"]
+        other, _ = shell.display_formatter.format(figure())  # a user's own Bokeh figure: displayed as before
+        assert "image/png" not in other
+    finally:
+        InteractiveShell.clear_instance()

@@ -24,6 +24,7 @@ from .transforms import BlockTransform
 __all__ = ["iter_blocks", "iter_futures", "map_reduce", "last_execution", "Terminal"]
 
 _last: dict[str, Execution] = {}
+_BAR_DELAY_S = 1.0
 
 
 def last_execution() -> Execution | None:
@@ -40,7 +41,15 @@ def _progress(total: int | None, desc: str) -> Any:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="block", leave=False)
+    # shown only once the work has taken a second: a count or a show() leaves no bar behind in a notebook
+    return tqdm(total=total, desc=desc, unit="block", leave=False, delay=_BAR_DELAY_S)
+
+
+def _close(bar: Any, *, failed: bool) -> None:
+    """Close ``bar``; a consumer that stopped early (``take``, ``show``) did not fail: its bar is not red."""
+    if not failed:
+        bar.total = bar.n
+    bar.close()
 
 
 @contextlib.contextmanager
@@ -58,11 +67,17 @@ def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]
     with _execution() as ex:
         physical = lower(optimize(plan))
         bar = _progress(physical.planned_blocks(), desc)
+        failed = False
         try:
             yield from stream(ex, physical, fetch=True, progress=bar)
+        except GeneratorExit:  # the consumer stopped early
+            raise
+        except BaseException:
+            failed = True
+            raise
         finally:
             if bar is not None:
-                bar.close()
+                _close(bar, failed=failed)
 
 
 def iter_futures(plan: LogicalOp) -> Iterator[tuple[Execution, Any]]:

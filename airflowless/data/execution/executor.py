@@ -57,7 +57,8 @@ class OpStats:
         return self.last_done - self.first_submit
 
     def add_output(self, rows: int, nbytes: int) -> None:
-        self.blocks += 1
+        """A block of this operator reached the driver: its rows and bytes are known (those that stay on the
+        workers are counted in ``blocks`` only)."""
         self.rows = (self.rows or 0) + rows
         self.bytes = (self.bytes or 0) + nbytes
 
@@ -105,6 +106,8 @@ class Execution:
 
         def done(f: Future, stats: OpStats = stats, inflight: set[Future] = inflight) -> None:
             stats.done += 1
+            if f.status == "finished":  # each task makes one block (one that failed or was cancelled: none)
+                stats.blocks += 1
             stats.last_done = time.monotonic()
             inflight.discard(f)
 

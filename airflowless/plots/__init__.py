@@ -7,9 +7,12 @@
 'loss'
 
 ``Result.plot``, ``ResultGrid.plot`` and ``Dataset.stats().plot`` draw with
-these; in a notebook, ``bokeh.io.output_notebook()`` then ``bokeh.io.show(fig)``.
-Bokeh comes with the Dask dashboard, so nothing else is installed; it is
-imported when a picture is first drawn.
+these. In a notebook, run ``bokeh.io.output_notebook()`` once, then make the
+picture the cell's value (``grid.plot()`` as its last line): it is interactive
+while the notebook runs and keeps a still PNG for GitHub and nbviewer once saved
+(:mod:`.notebook`; the PNG is drawn with matplotlib, :mod:`.static`).
+``bokeh.io.show(fig)`` works too, interactive only. Bokeh comes with the Dask
+dashboard; it is imported when a picture is first drawn.
 """
 
 from __future__ import annotations
@@ -21,9 +24,18 @@ from typing import Any
 __all__ = ["learning_curves", "operator_chart", "first_metric", "ITERATION"]
 
 ITERATION = "training_iteration"
-BEST_COLOR = "#d62728"
-_OTHER_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-                 "#ff7f0e", "#aec7e8")
+# Okabe and Ito's palette, told apart with any colour vision; the best trial takes its vermilion
+BEST_COLOR = "#D55E00"
+_OTHER_COLORS = ("#0072B2", "#009E73", "#E69F00", "#56B4E9", "#CC79A7", "#F0E442", "#000000")
+
+
+def _shown(model: Any) -> Any:
+    """``model``, tagged so that a notebook shows it interactive and keeps a still PNG (:mod:`.notebook`)."""
+    from .notebook import TAG, offer
+
+    model.tags = [*model.tags, TAG]
+    offer()
+    return model
 
 
 def _number(value: Any) -> float | None:
@@ -52,7 +64,7 @@ def learning_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metric
     legend; the keys in ``failed`` are dashed. Each line renderer is named after
     its key; hovering shows the trial, the iteration and the value.
     """
-    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.models import BasicTicker, ColumnDataSource, HoverTool
     from bokeh.plotting import figure
 
     if not isinstance(metric, str):
@@ -74,16 +86,17 @@ def learning_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metric
             fig.line("x", "y", source=source, name=label, line_width=4, color=BEST_COLOR,
                      legend_label=f"best: {label}", **style)
         else:
-            fig.line("x", "y", source=source, name=label, line_width=1.5, alpha=0.7,
+            fig.line("x", "y", source=source, name=label, line_width=2.5, alpha=0.85,
                      color=_OTHER_COLORS[index % len(_OTHER_COLORS)], **style)
         plotted += 1
     if plotted == 0:
         reported = sorted({k for h in histories.values() for r in h for k in r if _number(r[k]) is not None})
         raise ValueError(f"no trial reported {metric!r} as a number; numeric metrics reported: {reported}")
     fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), (ITERATION, "@x"), (metric, "@y")]))
+    fig.xaxis.ticker = BasicTicker(min_interval=1)  # whole iterations: never a tick at 10.75
     if best is not None and best in histories:
         fig.legend.location = "top_right"
-    return fig
+    return _shown(fig)
 
 
 def operator_chart(operators: Sequence[tuple[str, float | None, int | None]], *, title: str = "operators") -> Any:
@@ -104,9 +117,9 @@ def operator_chart(operators: Sequence[tuple[str, float | None, int | None]], *,
     operators_range = FactorRange(factors=list(reversed(names)))  # the first one at the top
     time_fig = figure(y_range=operators_range, x_range=DataRange1d(start=0), title=f"{title}: wall time", x_axis_label="seconds", height=height,
                       width=480, tools="hover,save", tooltips=[("operator", "@operator"), ("seconds", "@seconds")])
-    time_fig.hbar(y="operator", right="seconds", height=0.7, source=source, color="#1f77b4", name="seconds")
+    time_fig.hbar(y="operator", right="seconds", height=0.7, source=source, color="#0072B2", name="seconds")
     rows_fig = figure(y_range=operators_range, x_range=DataRange1d(start=0), title=f"{title}: rows out", x_axis_label="rows", height=height,
                       width=360, tools="hover,save", tooltips=[("operator", "@operator"), ("rows", "@rows")])
-    rows_fig.hbar(y="operator", right="rows", height=0.7, source=source, color="#2ca02c", name="rows")
+    rows_fig.hbar(y="operator", right="rows", height=0.7, source=source, color="#009E73", name="rows")
     rows_fig.yaxis.visible = False
-    return row(time_fig, rows_fig)
+    return _shown(row(time_fig, rows_fig))
