@@ -354,3 +354,30 @@ def quiet_compute_failed(exception_names: tuple[str, ...]) -> None:
     logger = logging.getLogger("distributed.worker")
     if not any(type(existing).__name__ == "_Quiet" for existing in logger.filters):
         logger.addFilter(_Quiet())
+
+
+def quiet_cancelled_waits() -> None:
+    """Drop what distributed logs when work it waits on is cancelled, as by a Ctrl-C or a closing cluster.
+
+    Two records, matched on their undocumented text: the scheduler's Event
+    extension logs each ``event_wait`` cancelled by its client going away as
+    an ERROR with a ``CancelledError`` traceback (``distributed.event``, through
+    ``log_errors``), and a closing worker logs each async task it cancels as a
+    WARNING, "Async instruction for <Task cancelled ...> ended with
+    CancelledError" (``distributed.worker.state_machine``). Neither is an error:
+    the run's own line says it was cancelled. Idempotent.
+    """
+    import asyncio
+    import logging
+
+    class _QuietCancelled(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
+                return False
+            message = str(record.msg)
+            return not (message.startswith("Async instruction for") and message.endswith("ended with CancelledError"))
+
+    for name in ("distributed.event", "distributed.worker.state_machine"):
+        logger = logging.getLogger(name)
+        if not any(type(existing).__name__ == "_QuietCancelled" for existing in logger.filters):
+            logger.addFilter(_QuietCancelled())

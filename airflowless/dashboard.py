@@ -32,9 +32,11 @@ def dask_setup(scheduler: Any) -> None:
     stages as ``File "<dynamic-code>"`` (cloudpickle >= 3.1.3) even from a patched driver.
     """
     from ._cloudpickle_internals import keep_code_filenames
+    from ._dask_internals import quiet_cancelled_waits
     from .control import mount
 
     keep_code_filenames()
+    quiet_cancelled_waits()
 
     ctx = mount.install(scheduler)
     if ctx is None:

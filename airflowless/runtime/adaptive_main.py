@@ -76,8 +76,10 @@ async def _serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     from .._cloudpickle_internals import keep_code_filenames
+    from .._dask_internals import quiet_cancelled_waits
 
     keep_code_filenames()  # this process's scheduler pickles the tasks again for the workers
+    quiet_cancelled_waits()
     asyncio.run(_serve(_parse(argv)))
 
 

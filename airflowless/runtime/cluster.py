@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._cloudpickle_internals import keep_code_filenames
+from .._dask_internals import quiet_cancelled_waits
 from ..errors import ClusterError, ConfigError
 from ..private import secure_roots
 from ..settings import get_settings
@@ -96,6 +97,7 @@ def init(
     """
     global _runtime
     keep_code_filenames()  # tracebacks from workers name the user's files, whatever cloudpickle does
+    quiet_cancelled_waits()  # the embedded scheduler: a Ctrl-C's cancelled waits are not errors
     secure_roots()  # the record, outputs and checkpoints are this user's alone (airflowless.private)
     if cluster is not None and not hasattr(cluster, "scheduler_address"):
         raise ConfigError(f"init(cluster=...) expects a distributed Cluster object (LocalCluster, "

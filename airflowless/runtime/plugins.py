@@ -34,12 +34,13 @@ class AirflowlessWorkerPlugin(WorkerPlugin):
         import os
 
         from .._cloudpickle_internals import keep_code_filenames
-        from .._dask_internals import quiet_compute_failed
+        from .._dask_internals import quiet_cancelled_waits, quiet_compute_failed
 
         self.worker = worker
         self.state = {}
         keep_code_filenames()  # what this worker ships (a trial's ranks, a stage's tasks) names its files
         quiet_compute_failed(("StageFailedError(", "StageSkipped("))  # the driver tells a stage's failure, once
+        quiet_cancelled_waits()
         # Blocks arrive from other workers in buffers pyarrow's Acero engine may find
         # unaligned; let it copy them rather than warn on every groupby or join.
         os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "reallocate")

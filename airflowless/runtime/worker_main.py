@@ -19,7 +19,8 @@ or null: see :mod:`airflowless.runtime.tls`).
 The driver holds the write end of this process's stdin. When it closes —
 whatever ends the driver, SIGKILL included — the process kills its own
 process group (it leads a session: itself and whatever its tasks started).
-SIGTERM or SIGINT close the worker gracefully.
+SIGTERM or SIGINT close the worker gracefully; the process then ends with
+``os._exit`` (see the end of :func:`main`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,15 @@ def main(argv: list[str]) -> None:
 
     with silence_logging_cmgr(spec["silence_logs"]):
         asyncio.run(run())
+    # The worker is closed: end now, without the interpreter's and the C++ libraries' exit code. A framework
+    # thread still alive (XGBoost's, gloo's) makes libstdc++ abort with "terminate called without an active
+    # exception" while static objects are destroyed, on the driver's console after a Ctrl-C.
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -397,3 +398,32 @@ def test_pipelines_show_and_json_reads(env: dict[str, str], demo: Path, home: Pa
     one = json.loads(cli("runs", "show", "1", "--json", env=env).stdout)
     assert [(s["node"], s["status"]) for s in one["stages"]] == [("make", "succeeded"), ("total", "succeeded")]
     assert json.loads(cli("experiments", "list", "--json", env=env).stdout) == {"experiments": []}
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------------
+
+def test_ctrl_c_during_a_training_prints_only_what_the_user_needs(env: dict[str, str], tmp_path: Path) -> None:
+    """A terminal's Ctrl-C (SIGINT to the whole foreground group) while XGBoost ranks train: the stages' lines and
+    the one line saying how to resume; no distributed tracebacks, no C++ abort messages from exiting workers."""
+    import signal
+
+    root = Path(__file__).resolve().parents[2]
+    driver = subprocess.Popen([sys.executable, "-m", "airflowless.cli", "run", str(root / "pipelines" / "taxi.py"),
+                               "-p", "n_rows=200000", "-p", "num_boost_round=2000", "-p", f"path={tmp_path / 'taxi'}",
+                               "--no-cache"],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    assert driver.stderr is not None
+    seen: list[str] = []
+    for line in driver.stderr:  # the progress lines come as they happen, also through a pipe
+        seen.append(line)
+        if re.match(r"\d\d:\d\d:\d\d fit: started", line):
+            break
+    time.sleep(3)  # the ranks are training now (2,000 rounds take far longer)
+    os.killpg(driver.pid, signal.SIGINT)
+    out, err = driver.communicate(timeout=60)
+    err = "".join(seen) + err
+    assert driver.returncode == 130, err
+    noise = [line for line in err.splitlines() if line.strip() and not line.startswith("airflowless: ")
+             and not re.match(r"\d\d:\d\d:\d\d \w+: ", line)]
+    assert noise == [line for line in noise if line.startswith("run 1 cancelled by SIGINT; resume with:")] and noise, err
