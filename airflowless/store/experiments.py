@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine, and_, bindparam, desc, select
 
 from ..jsonsafe import to_plain as _plain
 from . import schema
+from .records import ExperimentStatus
 
 __all__ = ["ExperimentRecords"]
 
@@ -24,6 +25,15 @@ _INSERT_TRIALS = schema.trials.insert().returning(schema.trials.c.id, sort_by_pa
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def _shown(row: Any) -> dict[str, Any]:
+    """A row as the reading API gives it: its status in the words the CLI and pages use (``completed``, not the
+    ``terminated`` the table keeps, as Ray Tune writes it)."""
+    data = dict(row)
+    if "status" in data:
+        data["status"] = ExperimentStatus.shown(data["status"])
+    return data
 
 
 class ExperimentRecords:
@@ -46,7 +56,7 @@ class ExperimentRecords:
         query = (select(table.c.id, table.c.name, table.c.kind, table.c.status, table.c.stage, table.c.metric,
                         table.c.created_at).where(table.c.run_id == run_id).order_by(table.c.id))
         with self.engine.begin() as conn:
-            return [dict(row) for row in conn.execute(query).mappings()]
+            return [_shown(row) for row in conn.execute(query).mappings()]
 
     def finish_experiment(self, experiment_id: int, status: str, *, error: str | None = None) -> None:
         with self.engine.begin() as conn:
@@ -73,13 +83,13 @@ class ExperimentRecords:
             query = query.where(table.c.name == str(name_or_id))
         with self.engine.begin() as conn:
             row = conn.execute(query).mappings().first()
-        return None if row is None else dict(row)
+        return None if row is None else _shown(row)
 
     def list_experiments(self, *, limit: int = 50) -> list[dict[str, Any]]:
         table = schema.experiments
         with self.engine.begin() as conn:
             rows = conn.execute(select(table).order_by(desc(table.c.id)).limit(limit)).mappings().all()
-        return [dict(r) for r in rows]
+        return [_shown(r) for r in rows]
 
     def add_trial(self, experiment_id: int, name: str, *, config: dict[str, Any], status: str = "pending") -> int:
         with self.engine.begin() as conn:
@@ -134,7 +144,7 @@ class ExperimentRecords:
         with self.engine.begin() as conn:
             rows = conn.execute(select(table).where(table.c.experiment_id == experiment_id)
                                 .order_by(table.c.id)).mappings().all()
-        return [dict(r) for r in rows]
+        return [_shown(r) for r in rows]
 
     def trial_metrics(self, trial_id: int) -> list[dict[str, Any]]:
         table = schema.metrics

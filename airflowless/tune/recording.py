@@ -63,7 +63,7 @@ class ExperimentRecorder:
             saved = self.store.trial_checkpoints(record["id"])
             if saved and (trial.checkpoint is None or saved[-1]["step"] > trial.checkpoint_iteration):
                 trial.checkpoint, trial.checkpoint_iteration = saved[-1]["uri"], int(saved[-1]["step"])
-            if record["status"] in ("terminated", "errored", "stopped") and not trial.finished:
+            if record["status"] in ("completed", "errored", "stopped") and not trial.finished:
                 ended[trial.trial_id] = record
             known = {int(r.get("training_iteration", 0)) for r in trial.results}
             for row in self.store.trial_metrics(record["id"]):

@@ -118,7 +118,7 @@ def test_data_parallel_reports_shards_and_records(taxi: pd.DataFrame, tmp_path: 
     store = open_store()
     try:
         experiment = next(e for e in store.list_experiments() if e["name"] == "dp-run")
-        assert experiment["kind"] == "train" and experiment["status"] == "terminated"
+        assert experiment["kind"] == "train" and experiment["status"] == "completed"
         (trial,) = store.list_trials(experiment["id"])
         assert len(store.trial_metrics(trial["id"])) == len(frame) == 3
         assert [(row["step"], row["epoch"]) for row in store.trial_metrics(trial["id"])] == [(1, 0), (2, 1), (3, 2)]

@@ -38,7 +38,7 @@ def test_errored_trials_fail_the_stage_unless_accepted(store) -> None:  # noqa: 
     from airflowless.control import reads
 
     started = store.experiments_of_run(accepted.run_id)
-    assert [(e["kind"], e["stage"], e["status"]) for e in started] == [("tune", "search", "terminated_with_errors")]
+    assert [(e["kind"], e["stage"], e["status"]) for e in started] == [("tune", "search", "completed_with_errors")]
     assert store.find_experiment(started[0]["id"])["run_id"] == accepted.run_id
     shown = reads.run(store, accepted.run_id)["experiments"]
     assert [(e["id"], e["stage"], e["status"]) for e in shown] == [(started[0]["id"], "search", "completed_with_errors")]

@@ -77,7 +77,7 @@ def test_restore_after_the_driver_is_killed(tmp_path: Path, home: Path) -> None:
                 now = snapshot(db)
             except Exception:  # the driver is creating or writing the database
                 return False
-            done = [n for n, t in now.items() if t["status"] == "terminated"]
+            done = [n for n, t in now.items() if t["status"] == "completed"]
             part_way = [n for n, t in now.items() if t["status"] == "running" and t["checkpoints"]]
             return len(done) >= 2 and bool(part_way)
 
@@ -87,7 +87,7 @@ def test_restore_after_the_driver_is_killed(tmp_path: Path, home: Path) -> None:
         os.killpg(first.pid, signal.SIGKILL)  # the driver, its scheduler and its workers
         first.wait(timeout=30)
     before = snapshot(db)
-    finished = {n for n, t in before.items() if t["status"] == "terminated"}
+    finished = {n for n, t in before.items() if t["status"] == "completed"}
     interrupted = {n for n, t in before.items() if t["status"] == "running" and t["checkpoints"]}
     assert len(finished) >= 2 and interrupted and len(before) < N_TRIALS + 1
     assert all(len(t["reports"]) == ITERATIONS for n, t in before.items() if n in finished)
@@ -124,12 +124,12 @@ def test_restore_after_the_driver_is_killed(tmp_path: Path, home: Path) -> None:
             assert after[trial]["reports"][step] == values, (trial, step)
     for trial, record in after.items():
         assert sorted(record["reports"]) == list(range(1, ITERATIONS + 1)), trial
-        assert (record["status"], record["iterations"]) == ("terminated", ITERATIONS), trial
+        assert (record["status"], record["iterations"]) == ("completed", ITERATIONS), trial
         assert record["checkpoints"][-1] == ITERATIONS
     store = open_store(db)
     try:
         (experiment,) = [e for e in store.list_experiments() if e["name"] == NAME]
-        assert experiment["status"] == "terminated"
+        assert experiment["status"] == "completed"
     finally:
         store.close()
 
@@ -182,7 +182,7 @@ def test_attach_takes_back_what_the_store_has_beyond_the_saved_state(home: Path)
     older = trials()  # what a state saved before any of that knows: three running trials, no reports
     older["trial_00001"].results = [{"loss": 0.5, "training_iteration": 1}]
     ended = recorder().attach(live.experiment_id, older)
-    assert list(ended) == ["trial_00000"] and ended["trial_00000"]["status"] == "terminated"
+    assert list(ended) == ["trial_00000"] and ended["trial_00000"]["status"] == "completed"
     a2, b2, c2 = older.values()
     assert [r["training_iteration"] for r in a2.results] == [1, 2, 3]
     assert (a2.checkpoint, a2.checkpoint_iteration) == ("/ck/a/3", 3)

@@ -72,14 +72,14 @@ def test_asha_stops_bad_trials_early_and_keeps_the_best(home: Path) -> None:
     # the record: the experiment, every trial, every report
     experiment, trials = records_by_name("asha")
     assert (experiment["kind"], experiment["status"], experiment["metric"], experiment["mode"]) == (
-        "tune", "terminated", "loss", "min")
+        "tune", "completed", "loss", "min")
     assert experiment["storage_path"] == grid.experiment_path == str(home / "storage" / "asha")
     assert sorted(trials) == sorted(trial_name(r) for r in grid)
     store = open_store()
     try:
         for r in grid:
             record = trials[trial_name(r)]
-            assert (record["status"], record["restarts"]) == ("terminated", 0)
+            assert (record["status"], record["restarts"]) == ("completed", 0)
             assert record["config"] == r.config and record["iterations"] == len(r.metrics_history)
             assert record["last_metrics"] == r.metrics
             rows = store.trial_metrics(record["id"])
@@ -134,8 +134,8 @@ def test_xgboost_trainer_tuned_as_in_the_seed_notebook() -> None:
     assert trainer.params == {"objective": "binary:logistic", "eval_metric": ["logloss", "error"]}  # not changed
 
     experiment, trials = records_by_name("xgb")
-    assert experiment["status"] == "terminated" and len(trials) == 3
-    assert all(t["status"] == "terminated" and t["iterations"] == 10 for t in trials.values())
+    assert experiment["status"] == "completed" and len(trials) == 3
+    assert all(t["status"] == "completed" and t["iterations"] == 10 for t in trials.values())
     assert trials[trial_name(best_result)]["checkpoint_uri"] == best_result.checkpoint.path
     store = open_store()
     try:
@@ -171,7 +171,7 @@ def test_errors_are_collected_and_best_results_by_last_or_all_reports() -> None:
     assert "1 errored" in repr(grid)
     assert grid.get_dataframe()["error"].notna().sum() == 1
     experiment, trials = records_by_name("errors")
-    assert experiment["status"] == "terminated_with_errors"
+    assert experiment["status"] == "completed_with_errors"
     record = trials[trial_name(failed)]
     assert (record["status"], record["restarts"]) == ("errored", 1)  # retried once, failed again
     assert "x=2 is not allowed" in record["error"]
@@ -224,7 +224,7 @@ def test_max_failures_retries_a_trial_from_its_checkpoint(tmp_path: Path, schedu
     assert result.checkpoint is not None and result.checkpoint.path.endswith("checkpoint_000009")
     _, trials = records_by_name(f"retry-{scheduler}")
     (record,) = trials.values()
-    assert (record["status"], record["restarts"], record["iterations"]) == ("terminated", 1, 10)
+    assert (record["status"], record["restarts"], record["iterations"]) == ("completed", 1, 10)
     store = open_store()
     try:
         assert [row["step"] for row in store.trial_metrics(record["id"])] == list(range(1, 11))
@@ -298,8 +298,8 @@ def test_restore_trusts_the_store_over_an_older_saved_state(tmp_path: Path) -> N
     assert by_name["trial_00000"].error is None and by_name["trial_00001"].error is None
     assert "x=3 always fails" in str(by_name["trial_00002"].error)
     experiment, records = records_by_name("older-state")
-    assert experiment["status"] == "terminated_with_errors"
-    assert [records[f"trial_0000{n}"]["status"] for n in range(3)] == ["terminated", "terminated", "errored"]
+    assert experiment["status"] == "completed_with_errors"
+    assert [records[f"trial_0000{n}"]["status"] for n in range(3)] == ["completed", "completed", "errored"]
 
 
 class _Killed(BaseException):
@@ -352,10 +352,10 @@ def test_restore_reuses_a_record_the_saved_state_does_not_know(tmp_path: Path,
             record = records[trial_name(result)]
             assert record["config"] == result.config
             assert [m["step"] for m in store.trial_metrics(record["id"])] == [1, 2, 3]
-            assert record["status"] == ("errored" if result.config["x"] == 3 else "terminated")
+            assert record["status"] == ("errored" if result.config["x"] == 3 else "completed")
     finally:
         store.close()
-    assert experiment["status"] == "terminated_with_errors"
+    assert experiment["status"] == "completed_with_errors"
 
 
 def _report_twice(config: dict[str, Any]) -> None:
