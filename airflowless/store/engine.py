@@ -20,6 +20,7 @@ import contextlib
 import os
 import sqlite3
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from ..errors import StoreError
 from ..jsonsafe import dumps
 from ..private import file_mode, private_folder
 
-__all__ = ["make_engine"]
+__all__ = ["make_engine", "read_only"]
 
 _SQLITE_BUSY_MS = 30_000
 _INHERITED: list[sqlite3.Connection] = []  # connections a forked process got from its parent: kept, unused
@@ -52,14 +53,24 @@ class _OwnedConnection(sqlite3.Connection):
             _INHERITED.append(self)
 
 
-def _prepare_sqlite(engine: Engine) -> None:
+def read_only(engine: Engine) -> bool:
+    """Whether ``engine`` reads a record that cannot be written here (an SQLite file on a read-only disk,
+    or one this user may not write): it is read as it is, never migrated."""
+    return engine in _READ_ONLY
+
+
+_READ_ONLY: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def _prepare_sqlite(engine: Engine, *, writable: bool = True) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event issue BEGIN
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_MS}")
-        _use_wal(cursor)
-        cursor.execute("PRAGMA synchronous = NORMAL")  # with WAL: durable across a killed process
+        if writable:
+            _use_wal(cursor)
+            cursor.execute("PRAGMA synchronous = NORMAL")  # with WAL: durable across a killed process
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
@@ -70,7 +81,7 @@ def _prepare_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if writable else "BEGIN")
 
 
 def _use_wal(cursor: Any) -> None:
@@ -99,6 +110,35 @@ def _create_private(database: Path) -> None:
         os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode()))
 
 
+def _cannot_write(database: Path) -> bool:
+    """An existing record this process cannot write: its file, or the folder its journal files go in."""
+    return database.exists() and not (os.access(database, os.W_OK) and os.access(database.parent, os.W_OK))
+
+
+def _unshared(database: Path) -> bool:
+    """Whether nobody can be writing ``database`` now: its disk is read-only (SQLite may then skip locking)."""
+    try:
+        return bool(os.statvfs(database).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _say_disk_errors(engine: Engine, where: str) -> None:
+    """A write the record's disk refuses (full, read-only) is one :class:`StoreError` saying so and where,
+    not the database driver's traceback."""
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> StoreError | None:
+        text = str(context.original_exception).lower()
+        if "disk is full" in text or "no space left" in text or "could not extend file" in text:
+            return StoreError(f"the record at {where} cannot be written: the disk that holds it is full; free "
+                              "space there (a run that was going is shown abandoned; resume it with --resume)")
+        if "readonly database" in text or "read-only file system" in text:
+            return StoreError(f"the record at {where} is read-only here: it can be read (runs list, ui) but not "
+                              "written; record runs in another (AIRFLOWLESS_DB or --db)")
+        return None
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; creates the folder of an SQLite file if needed."""
     try:
@@ -113,21 +153,33 @@ def make_engine(url: str) -> Engine:
     if backend == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
+        writable = True
         if parsed.database and parsed.database != ":memory:":
-            _create_private(Path(parsed.database).expanduser())
+            database = Path(parsed.database).expanduser()
+            writable = not _cannot_write(database)
+            if writable:
+                _create_private(database)
+            else:  # read as it is: no WAL files can be made beside it (a read-only disk: nobody writes it)
+                parsed = parsed.set(database=f"file:{database}", query={
+                    "uri": "true", "mode": "ro", **({"immutable": "1"} if _unshared(database) else {})})
             # one connection kept per process; more open while threads write at once, closed after
             engine = create_engine(parsed, poolclass=QueuePool, pool_size=1, max_overflow=-1,
                                    connect_args={"factory": _OwnedConnection}, json_serializer=dumps)
         else:  # in memory: one connection holds the database, so keep that one
             engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False},
                                    json_serializer=dumps)
-        _prepare_sqlite(engine)
+        _prepare_sqlite(engine, writable=writable)
+        if not writable:
+            _READ_ONLY.add(engine)
+        _say_disk_errors(engine, str(parsed.database).removeprefix("file:"))
         # many rows inserted at once go as one multi-row INSERT, not one SQLite step each (a Tune
         # flush writes every report it heard; each step gives up the GIL to the scheduler's loop)
         engine.dialect.use_insertmanyvalues_wo_returning = True
         return engine
     try:
-        return create_engine(parsed, pool_pre_ping=True, pool_size=2, max_overflow=2, json_serializer=dumps)
+        engine = create_engine(parsed, pool_pre_ping=True, pool_size=2, max_overflow=2, json_serializer=dumps)
+        _say_disk_errors(engine, parsed.render_as_string(hide_password=True))
+        return engine
     except ModuleNotFoundError as exc:
         raise StoreError(
             f"the driver for {backend!r} is not installed ({exc.name}); "

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Connection, Engine, inspect, select, text
 
+from ..errors import StoreError
 from . import schema
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "migrate"]
@@ -113,7 +114,21 @@ def current_version(conn: Connection) -> int:
 
 
 def migrate(engine: Engine) -> int:
-    """Bring the database to the latest schema; return the version it is at."""
+    """Bring the database to the latest schema; return the version it is at.
+
+    A record that cannot be written here (:func:`.engine.read_only`) is read as it is, if it is at the latest
+    version already."""
+    from .engine import read_only
+
+    if read_only(engine):
+        with engine.connect() as conn:
+            version = current_version(conn)
+        latest = MIGRATIONS[-1].version
+        if version != latest:
+            raise StoreError(f"the record at {engine.url.database} is read-only here and at schema version "
+                             f"{version}, but this airflowless reads version {latest}: open it once where it can "
+                             "be written (it is upgraded then), or read it with the airflowless that wrote it")
+        return version
     # SQLite transactions take the write lock up front (see engine.py), so two
     # openers serialise there; PostgreSQL needs an explicit lock.
     with engine.begin() as conn:
