@@ -91,6 +91,7 @@ def install(scheduler: Any, *, store_url: str | None = None, token: str | None =
         ctx.token_hint = str(written)
         scheduler.add_plugin(_ForgetToken(written))
     application.add_handlers(r".*$", routes(ctx, _http_prefix(application)))
+    _guard_metrics(application, ctx)
     if _present("airflowless.control.pages"):
         from . import pages  # type: ignore[attr-defined,unused-ignore]
 
@@ -105,6 +106,40 @@ def install(scheduler: Any, *, store_url: str | None = None, token: str | None =
             logger.warning("airflowless: no airflowless_* metrics on /metrics (%s); pip install prometheus-client",
                            exc)
     return ctx
+
+
+def _guard_metrics(application: Any, ctx: ControlContext) -> None:
+    """Make distributed's ``/metrics`` ask what the API asks of a read (:func:`.auth.check`): the token when the
+    server listens beyond loopback, or when the request's ``Host`` does not name this machine (DNS rebinding).
+
+    Its handler is distributed's; the route's target is swapped for a subclass that checks first.
+    """
+    from . import auth
+    from .errors import ApiError
+
+    for rule in getattr(getattr(application, "wildcard_router", None), "rules", []):
+        pattern = getattr(getattr(rule.matcher, "regex", None), "pattern", "")
+        target = rule.target
+        if not pattern.endswith("/metrics$") or not isinstance(target, type) or getattr(target, "_guarded", False):
+            continue
+
+        class Guarded(target):  # type: ignore[misc,valid-type]
+            _guarded = True
+
+            def prepare(self) -> Any:
+                try:
+                    auth.check(ctx, self.request.headers.get("Authorization"), action=False,
+                               host=self.request.headers.get("Host", ""))
+                except ApiError as refused:
+                    self.set_status(refused.status)
+                    self.set_header("Content-Type", "text/plain; charset=utf-8")
+                    if refused.status == 401:
+                        self.set_header("WWW-Authenticate", 'Bearer realm="airflowless"')
+                    self.finish(f"{refused.message}\n")
+                    return None
+                return super().prepare()
+
+        rule.target = Guarded
 
 
 class _ForgetToken(SchedulerPlugin):

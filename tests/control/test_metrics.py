@@ -127,3 +127,30 @@ def test_the_service_metrics_count_the_queue_runs_by_trigger_and_the_schedule_la
     assert [s.value for s in families["airflowless_schedule_lag_seconds"].samples
             if s.labels.get("le") == "0.5"] == [1.0]
     store.close()
+
+
+def test_metrics_need_the_token_where_the_api_does(control: ControlContext) -> None:  # noqa: F811
+    """distributed's ``/metrics`` keeps the API's rule: a request whose Host does not name this machine (a page
+    of another site rebound to 127.0.0.1), or any request to a server beyond loopback, needs the token."""
+    import http.client
+    import urllib.parse
+
+    from airflowless.control import mount
+
+    link = urllib.parse.urlsplit(mount.link(control.scheduler))
+    path = link.path.removesuffix("/airflowless/") + "/metrics"
+
+    def get(host: str, token: str | None = None) -> tuple[int, str]:
+        conn = http.client.HTTPConnection(link.hostname or "127.0.0.1", link.port, timeout=30)
+        try:
+            conn.request("GET", path, headers={"Host": host, **({"Authorization": f"Bearer {token}"} if token else {})})
+            answer = conn.getresponse()
+            return answer.status, answer.read().decode()
+        finally:
+            conn.close()
+
+    assert get(f"127.0.0.1:{link.port}")[0] == 200
+    status, text = get(f"attacker.test:{link.port}")
+    assert status == 401 and "does not name this machine" in text and "airflowless_" not in text, text
+    assert get(f"attacker.test:{link.port}", "not-the-token")[0] == 403
+    assert get(f"attacker.test:{link.port}", control.token)[0] == 200
