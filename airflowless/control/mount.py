@@ -29,7 +29,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .context import ControlContext
 
-__all__ = ["install", "installed", "link", "routes", "serve_standalone", "start_server"]
+__all__ = ["install", "installed", "limit_header_wait", "link", "routes", "serve_standalone", "start_server"]
 
 logger = logging.getLogger(__name__)
 _installed: weakref.WeakKeyDictionary[Any, ControlContext] = weakref.WeakKeyDictionary()
@@ -92,6 +92,7 @@ def install(scheduler: Any, *, store_url: str | None = None, token: str | None =
         scheduler.add_plugin(_ForgetToken(written))
     application.add_handlers(r".*$", routes(ctx, _http_prefix(application)))
     _guard_metrics(application, ctx)
+    limit_header_wait(scheduler.http_server)
     if _present("airflowless.control.pages"):
         from . import pages  # type: ignore[attr-defined,unused-ignore]
 
@@ -106,6 +107,19 @@ def install(scheduler: Any, *, store_url: str | None = None, token: str | None =
             logger.warning("airflowless: no airflowless_* metrics on /metrics (%s); pip install prometheus-client",
                            exc)
     return ctx
+
+
+HEADER_TIMEOUT_S = 10.0
+
+
+def limit_header_wait(server: Any, seconds: float = HEADER_TIMEOUT_S) -> None:
+    """Close a connection to ``server`` (tornado's) that has not sent a whole request's headers within
+    ``seconds``, or sat idle that long between requests. Tornado's default is an hour: a thousand connections
+    holding half a request were kept, each a file descriptor. A WebSocket (Bokeh's plots) is not affected
+    once upgraded. Applies to connections accepted from now on."""
+    params = getattr(server, "conn_params", None)
+    if params is not None:
+        params.header_timeout = min(params.header_timeout or seconds, seconds)
 
 
 def _guard_metrics(application: Any, ctx: ControlContext) -> None:
@@ -196,6 +210,7 @@ def start_server(ctx: ControlContext, host: str, port: int,
     home = "/airflowless/" if _present("airflowless.control.pages") else "/airflowless/api/v1/openapi.json"
     application = web.Application([(r"/", web.RedirectHandler, {"url": home}), *routes(ctx)])
     server = HTTPServer(application, ssl_options=ssl_context)
+    limit_header_wait(server)
     server.listen(port, address=host.strip("[]"))
     return server, _bound(server)[0][1]
 

@@ -154,3 +154,31 @@ def test_metrics_need_the_token_where_the_api_does(control: ControlContext) -> N
     assert status == 401 and "does not name this machine" in text and "airflowless_" not in text, text
     assert get(f"attacker.test:{link.port}", "not-the-token")[0] == 403
     assert get(f"attacker.test:{link.port}", control.token)[0] == 200
+
+
+def test_connections_holding_half_a_request_are_closed(control: ControlContext) -> None:  # noqa: F811
+    """The dashboard's server closes a connection that sends no whole request's headers in time (tornado's default:
+    an hour, so a thousand such connections were kept); here the limit is lowered to 1 s to see it act."""
+    import socket
+    import time
+    import urllib.parse
+
+    from airflowless.control import mount
+
+    server = control.scheduler.http_server
+    assert server.conn_params.header_timeout == mount.HEADER_TIMEOUT_S  # what install() set
+    link = urllib.parse.urlsplit(mount.link(control.scheduler))
+    mount.limit_header_wait(server, 1.0)
+    try:
+        held = [socket.create_connection((link.hostname, link.port), timeout=10) for _ in range(20)]
+        for sock in held:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never the blank line
+        time.sleep(2.5)
+        for sock in held:
+            sock.settimeout(5)
+            assert sock.recv(1024) == b"", "a half-sent request's connection was kept"
+            sock.close()
+        with urllib.request.urlopen(f"{link.scheme}://{link.netloc}{link.path}api/v1/runs", timeout=30) as answer:
+            assert answer.status == 200  # whole requests are answered as before
+    finally:
+        server.conn_params.header_timeout = mount.HEADER_TIMEOUT_S
