@@ -36,7 +36,7 @@ class Progress:
         print(f"round {metrics['boosting_round']}", flush=True)
 
 trainer = XGBoostTrainer(
-    label_column="is_big_tip", num_boost_round=int(sys.argv[4]), checkpoint_frequency=5, timeout_s=10,
+    label_column="is_big_tip", num_boost_round=int(sys.argv[4]), checkpoint_frequency=5, timeout_s=20,
     params={"objective": "binary:logistic", "eval_metric": ["logloss", "error"], "max_depth": 6, "eta": 0.1},
     scaling_config=ScalingConfig(num_workers=2), datasets={"train": train_ds, "valid": valid_ds},
     run_config=RunConfig(storage_path=f"{folder}/runs", failure_config=FailureConfig(max_failures=max_failures),
