@@ -25,6 +25,50 @@ class Result:
     metrics_history: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_path(cls, path: str) -> Result:
+        """The Result of the Tune trial or Trainer fit whose folder is ``path`` (Ray's ``Result.from_path``), read
+        back from the record: its config, every report, the latest and the kept checkpoints, and its error.
+
+        A trial's folder is ``<experiment path>/<trial name>``; a fit's is its run's folder. The record is the one
+        ``open_store()`` opens here (``AIRFLOWLESS_DB``); :class:`ConfigError` if it knows no run there.
+        """
+        from sqlalchemy import or_, select
+
+        from ..errors import ConfigError
+        from ..store import open_store, schema
+
+        folder = str(path).rstrip("/")
+        parent, _, name = folder.rpartition("/")
+        store = open_store()
+        experiments, trials = schema.experiments, schema.trials
+        query = (select(trials.c.id, trials.c.config, trials.c.last_metrics, trials.c.checkpoint_uri, trials.c.error,
+                        trials.c.status, experiments.c.kind)
+                 .join(experiments, trials.c.experiment_id == experiments.c.id)
+                 .where(or_((experiments.c.kind == "tune") & (experiments.c.storage_path == parent)
+                            & (trials.c.name == name),
+                            (experiments.c.kind == "train") & (experiments.c.storage_path == folder)))
+                 .order_by(trials.c.id.desc()).limit(1))
+        try:
+            with store.engine.begin() as conn:
+                row = conn.execute(query).mappings().first()
+            if row is None:
+                raise ConfigError(f"no Tune trial or Trainer fit in the record at {store.url} ran in {folder!r}; "
+                                  "give the folder of one (Result.path), with the record it was written to "
+                                  "(AIRFLOWLESS_DB)")
+            history = []
+            for values in store.trial_metrics(row["id"]):  # each report, as {"step": n, **metrics}
+                step = values.pop("step")
+                history.append({**values, "training_iteration": values.get("training_iteration", step)})
+            kept = [(Checkpoint(c["uri"]), c["metrics"] or {}) for c in store.trial_checkpoints(row["id"])]
+        finally:
+            store.close()
+        latest = row["checkpoint_uri"] or (kept[-1][0].path if kept else None)
+        return cls(metrics=row["last_metrics"] or (history[-1] if history else {}),
+                   checkpoint=Checkpoint(latest) if latest else None,
+                   error=RuntimeError(row["error"]) if row["status"] == "errored" else None,
+                   path=folder, best_checkpoints=kept, metrics_history=history, config=row["config"] or {})
+
     def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
         """The kept checkpoint whose report scored best on ``metric`` (``mode`` "min" or "max"), as Ray's;
         None when no kept checkpoint reported ``metric``."""

@@ -50,3 +50,23 @@ def test_best_checkpoint_metadata_context_and_can_restore(tmp_path: Path) -> Non
     assert not tune.Tuner.can_restore(str(tmp_path / "never-ran"))
     with pytest.raises(ConfigError, match="JSON-serializable"):
         found.set_metadata({"when": object()})
+
+
+def test_a_result_is_read_back_from_its_trials_folder(tmp_path: Path) -> None:
+    # Ray: result = Result.from_path(path)
+    from airflowless.train import Result
+
+    grid = tune.Tuner(
+        trainable, param_space={"offset": tune.grid_search([0.0, 1.0])},
+        tune_config=tune.TuneConfig(metric="loss", mode="min"),
+        run_config=RunConfig(name="from-path", storage_path=str(tmp_path))).fit()
+    best = grid.get_best_result()
+    again = Result.from_path(best.path)
+    assert again.path == best.path and again.config == best.config
+    assert again.metrics["loss"] == best.metrics["loss"] and again.error is None
+    assert [r["loss"] for r in again.metrics_history] == [r["loss"] for r in best.metrics_history]
+    assert [r["training_iteration"] for r in again.metrics_history] == [1, 2, 3, 4]
+    assert again.checkpoint is not None and again.checkpoint.path == best.checkpoint.path
+    assert again.get_best_checkpoint("loss", "min") is not None
+    with pytest.raises(ConfigError, match="no Tune trial or Trainer fit"):
+        Result.from_path(str(tmp_path / "from-path" / "no-such-trial"))

@@ -238,3 +238,20 @@ def test_optuna_storage_id_names_the_trial_in_its_storage() -> None:
     trial = study.ask()
     trial.report(0.5, 3)
     assert trial.storage.get_trial(_storage_id(trial)).intermediate_values == {3: 0.5}
+
+
+def test_optuna_tries_the_points_to_evaluate_first_as_ray_does() -> None:
+    # Ray: OptunaSearch(points_to_evaluate=[{...}]); and ConcurrencyLimiter from ray.tune.search
+    from airflowless.tune.search import ConcurrencyLimiter as Limiter
+
+    assert Limiter is ConcurrencyLimiter
+    space = {"x": tune.uniform(-10, 10), "nested": {"y": tune.uniform(-10, 10)}, "fixed": 1}
+    points = [{"x": 3.0, "nested": {"y": -1.0}}, {"x": 0.5, "nested": {"y": 0.5}}]
+    searcher = prepared(OptunaSearch(seed=0, points_to_evaluate=points), space, 5)
+    configs = [c for c, _ in search(searcher, lambda c: (c["x"] - 3) ** 2 + (c["nested"]["y"] + 1) ** 2)]
+    assert configs[:2] == [{"x": 3.0, "nested": {"y": -1.0}, "fixed": 1}, {"x": 0.5, "nested": {"y": 0.5}, "fixed": 1}]
+    assert len(configs) == 5 and all(-10 <= c["x"] <= 10 for c in configs[2:])
+    with pytest.raises(ConfigError, match=r"names \['z'\], which the param space does not sample"):
+        prepared(OptunaSearch(points_to_evaluate=[{"z": 1}]), space, 2)
+    with pytest.raises(ConfigError, match="a list of configs"):
+        OptunaSearch(points_to_evaluate={"x": 1})  # type: ignore[arg-type]

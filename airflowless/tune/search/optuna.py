@@ -34,12 +34,19 @@ def _distribution(path: Path, domain: Domain) -> Any:
 
 
 class OptunaSearch(Searcher):
-    """Suggest configs with an Optuna sampler; ``seed`` makes the search repeatable."""
+    """Suggest configs with an Optuna sampler; ``seed`` makes the search repeatable.
+
+    ``points_to_evaluate``: configs (as the param space nests them, sampled keys only) tried first, in order,
+    before the sampler suggests any (Ray's argument; Optuna's ``enqueue_trial``)."""
 
     def __init__(self, *, metric: str | None = None, mode: str | None = None, sampler: Any = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, points_to_evaluate: list[dict[str, Any]] | None = None) -> None:
+        if points_to_evaluate is not None and not (isinstance(points_to_evaluate, list)
+                                                   and all(isinstance(p, dict) for p in points_to_evaluate)):
+            raise ConfigError(f"points_to_evaluate is a list of configs (dicts), got {points_to_evaluate!r}")
         self.metric, self.mode = metric, mode
         self.sampler, self.seed = sampler, seed
+        self.points_to_evaluate = list(points_to_evaluate or [])
         self._study: Any = None
         self._distributions: dict[str, Any] = {}
         self._constants: dict[Path, Any] = {}
@@ -64,6 +71,13 @@ class OptunaSearch(Searcher):
         sampler = self.sampler or optuna.samplers.TPESampler(seed=self.seed if self.seed is not None else seed)
         self._study = optuna.create_study(direction="minimize" if self.mode == "min" else "maximize",
                                           sampler=sampler)
+        for point in self.points_to_evaluate:  # asked before the sampler is
+            given = {"/".join(path): value for path, value in flatten(point).items()}
+            unknown = sorted(set(given) - set(self._distributions))
+            if unknown:
+                raise ConfigError(f"points_to_evaluate names {unknown}, which the param space does not sample; "
+                                  f"it samples {sorted(self._distributions)}")
+            self._study.enqueue_trial(given)
         self._remaining = num_samples
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
