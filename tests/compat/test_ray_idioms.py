@@ -31,11 +31,15 @@ def trainable(config: dict[str, Any]) -> None:
                          checkpoint=checkpoint)
 
 
-def test_best_checkpoint_metadata_context_and_can_restore(tmp_path: Path) -> None:
-    grid = tune.Tuner(
+def _grid(tmp_path: Path, name: str) -> tune.ResultGrid:
+    return tune.Tuner(
         trainable, param_space={"offset": tune.grid_search([0.0, 1.0])},
         tune_config=tune.TuneConfig(metric="loss", mode="min"),
-        run_config=RunConfig(name="idioms", storage_path=str(tmp_path))).fit()
+        run_config=RunConfig(name=name, storage_path=str(tmp_path))).fit()
+
+
+def test_best_checkpoint_metadata_context_and_can_restore(tmp_path: Path) -> None:
+    grid = _grid(tmp_path, "idioms")
     best = grid.get_best_result()
     assert best.metrics["loss"] == 1.0  # the last report of the better trial
     found = best.get_best_checkpoint(metric="loss", mode="min")
@@ -56,11 +60,7 @@ def test_a_result_is_read_back_from_its_trials_folder(tmp_path: Path) -> None:
     # Ray: result = Result.from_path(path)
     from airflowless.train import Result
 
-    grid = tune.Tuner(
-        trainable, param_space={"offset": tune.grid_search([0.0, 1.0])},
-        tune_config=tune.TuneConfig(metric="loss", mode="min"),
-        run_config=RunConfig(name="from-path", storage_path=str(tmp_path))).fit()
-    best = grid.get_best_result()
+    best = _grid(tmp_path, "from-path").get_best_result()
     again = Result.from_path(best.path)
     assert again.path == best.path and again.config == best.config
     assert again.metrics["loss"] == best.metrics["loss"] and again.error is None
