@@ -22,7 +22,7 @@ from dask.base import tokenize
 
 from ..errors import ConfigError
 from .fingerprint import Fingerprints
-from .graph import Graph, StageRef
+from .graph import Graph, StageRef, map_refs
 
 if TYPE_CHECKING:
     from .stage import Stage
@@ -40,22 +40,12 @@ def _inputs(value: Any, keys: dict[str, str], prints: Fingerprints) -> Any:
     return prints.of(value)
 
 
-def _upstream_as_keys(value: Any, keys: dict[str, str]) -> Any:
-    if isinstance(value, StageRef):
-        return keys[value.node]
-    if isinstance(value, (list, tuple)):
-        return type(value)(_upstream_as_keys(item, keys) for item in value)
-    if isinstance(value, dict):
-        return {key: _upstream_as_keys(item, keys) for key, item in value.items()}
-    return value
-
-
 def _key(stage: Stage, call: tuple[Any, ...], keys: dict[str, str], prints: Fingerprints) -> str:
     custom = stage.options.cache_key
     if custom is None:
         inputs = _inputs(call, keys, prints)
     else:
-        args, kwargs = _upstream_as_keys(call, keys)
+        args, kwargs = map_refs(call, lambda ref: keys[ref.node])
         try:
             made = custom(*args, **kwargs)
         except Exception as exc:
@@ -63,6 +53,10 @@ def _key(stage: Stage, call: tuple[Any, ...], keys: dict[str, str], prints: Fing
                               "it gets the stage's arguments (an upstream stage's output as its key, a string) "
                               "and returns what the stage's output depends on") from exc
         inputs = ("custom", _inputs(made, keys, prints))
+    return _digest(stage, inputs)
+
+
+def _digest(stage: Stage, inputs: Any) -> str:
     digest = hashlib.sha256(f"{stage.code_hash}\0{tokenize(inputs, ensure_deterministic=False)}".encode())
     return digest.hexdigest()[:32]
 
@@ -74,9 +68,7 @@ def cache_keys(graph: Graph, order: list[str], prints: Fingerprints | None = Non
     for name in order:
         node = graph.nodes[name]
         if node.mapped:  # the whole map: keyed by its list and fixed arguments (each item has its own key)
-            inputs = _inputs((("map", node.over), node.args, node.kwargs), keys, prints)
-            digest = hashlib.sha256(f"{node.stage.code_hash}\0{tokenize(inputs, ensure_deterministic=False)}".encode())
-            keys[name] = digest.hexdigest()[:32]
+            keys[name] = _digest(node.stage, _inputs((("map", node.over), node.args, node.kwargs), keys, prints))
         else:
             keys[name] = _key(node.stage, (node.args, node.kwargs), keys, prints)
     return keys

@@ -60,7 +60,7 @@ def learning_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metric
                     best: str | None = None, failed: Collection[str] = (), title: str | None = None) -> Any:
     """A Bokeh figure: ``metric`` over ``training_iteration``, one line per entry of ``histories``.
 
-    ``best`` (a key of ``histories``) is drawn thick in red and named in the
+    ``best`` (a key of ``histories``) is drawn thick in vermilion and named in the
     legend; the keys in ``failed`` are dashed. Each line renderer is named after
     its key; hovering shows the trial, the iteration and the value.
     """

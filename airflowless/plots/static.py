@@ -18,6 +18,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from . import ITERATION
+
 __all__ = ["to_png"]
 
 _DASHES = {"solid": "-", "dashed": "--", "dotted": ":", "dotdash": "-.", "dashdot": "-."}
@@ -57,7 +59,7 @@ def _draw(ax: Any, fig: Any) -> None:
             ax.barh(range(len(names)), data[glyph.right], height=glyph.height, color=glyph.fill_color)
             ax.set_yticks(range(len(names)), names if fig.yaxis[0].visible else [""] * len(names))
             ax.invert_yaxis()  # the first one at the top, as the Bokeh chart draws it
-    if ax.get_xlabel() == "training_iteration":
+    if ax.get_xlabel() == ITERATION:
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no 10.75th iteration

@@ -20,7 +20,6 @@ import contextlib
 import os
 import sqlite3
 import time
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +54,8 @@ class _OwnedConnection(sqlite3.Connection):
 
 def read_only(engine: Engine) -> bool:
     """Whether ``engine`` reads a record that cannot be written here (an SQLite file on a read-only disk,
-    or one this user may not write): it is read as it is, never migrated."""
-    return engine in _READ_ONLY
-
-
-_READ_ONLY: weakref.WeakSet[Engine] = weakref.WeakSet()
+    or one this user may not write, opened ``mode=ro`` by :func:`make_engine`): read as it is, never migrated."""
+    return engine.url.get_backend_name() == "sqlite" and engine.url.query.get("mode") == "ro"
 
 
 def _prepare_sqlite(engine: Engine, *, writable: bool = True) -> None:
@@ -169,8 +165,6 @@ def make_engine(url: str) -> Engine:
             engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False},
                                    json_serializer=dumps)
         _prepare_sqlite(engine, writable=writable)
-        if not writable:
-            _READ_ONLY.add(engine)
         _say_disk_errors(engine, str(parsed.database).removeprefix("file:"))
         # many rows inserted at once go as one multi-row INSERT, not one SQLite step each (a Tune
         # flush writes every report it heard; each step gives up the GIL to the scheduler's loop)

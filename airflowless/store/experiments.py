@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, desc, select
+from sqlalchemy import Connection, Engine, and_, bindparam, desc, or_, select
 
 from ..jsonsafe import to_plain as _plain
 from . import schema
@@ -81,6 +81,21 @@ class ExperimentRecords:
             query = query.where(table.c.id == int(name_or_id))
         else:
             query = query.where(table.c.name == str(name_or_id))
+        with self.engine.begin() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else _shown(row)
+
+    def trial_in(self, folder: str) -> dict[str, Any] | None:
+        """The trial that ran in ``folder``: a Tune trial's ``<experiment storage_path>/<trial name>``, or a
+        Trainer fit's run folder (its experiment's ``storage_path``); the latest such, None if none did."""
+        experiments, trials = schema.experiments, schema.trials
+        folder = folder.rstrip("/")
+        parent, _, name = folder.rpartition("/")
+        query = (select(trials).join(experiments, trials.c.experiment_id == experiments.c.id)
+                 .where(or_(and_(experiments.c.kind == "tune", experiments.c.storage_path == parent,
+                                 trials.c.name == name),
+                            and_(experiments.c.kind == "train", experiments.c.storage_path == folder)))
+                 .order_by(desc(trials.c.id)).limit(1))
         with self.engine.begin() as conn:
             row = conn.execute(query).mappings().first()
         return None if row is None else _shown(row)

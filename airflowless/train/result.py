@@ -33,25 +33,13 @@ class Result:
         A trial's folder is ``<experiment path>/<trial name>``; a fit's is its run's folder. The record is the one
         ``open_store()`` opens here (``AIRFLOWLESS_DB``); :class:`ConfigError` if it knows no run there.
         """
-        from sqlalchemy import or_, select
-
         from ..errors import ConfigError
-        from ..store import open_store, schema
+        from ..store import open_store
 
         folder = str(path).rstrip("/")
-        parent, _, name = folder.rpartition("/")
         store = open_store()
-        experiments, trials = schema.experiments, schema.trials
-        query = (select(trials.c.id, trials.c.config, trials.c.last_metrics, trials.c.checkpoint_uri, trials.c.error,
-                        trials.c.status, experiments.c.kind)
-                 .join(experiments, trials.c.experiment_id == experiments.c.id)
-                 .where(or_((experiments.c.kind == "tune") & (experiments.c.storage_path == parent)
-                            & (trials.c.name == name),
-                            (experiments.c.kind == "train") & (experiments.c.storage_path == folder)))
-                 .order_by(trials.c.id.desc()).limit(1))
         try:
-            with store.engine.begin() as conn:
-                row = conn.execute(query).mappings().first()
+            row = store.trial_in(folder)
             if row is None:
                 raise ConfigError(f"no Tune trial or Trainer fit in the record at {store.url} ran in {folder!r}; "
                                   "give the folder of one (Result.path), with the record it was written to "
