@@ -29,6 +29,11 @@ __all__ = [
     "TrialsErroredError",
     "SignatureError",
     "StageOutputError",
+    "UsageError",
+    "ClusterLostError",
+    "NonFiniteValueError",
+    "ResumeError",
+    "RunCancelled",
 ]
 
 
@@ -38,6 +43,11 @@ class AirflowlessError(Exception):
 
 class ConfigError(AirflowlessError, ValueError):
     """A setting or option has a value airflowless cannot use."""
+
+
+class UsageError(AirflowlessError, TypeError):
+    """A call airflowless cannot take: an argument of the wrong kind (a dict where a function was expected),
+    or an object used in a way it does not support."""
 
 
 class PipelineDefinitionError(AirflowlessError, ValueError):

@@ -40,6 +40,22 @@ class Settings:
     ``AIRFLOWLESS_SERVE_LEASE_S``  seconds a serve replica keeps running without
                              hearing from its controller (default 10); read where
                              the controller runs.
+    ``AIRFLOWLESS_SERVE_START_TIMEOUT_S``  seconds a new serve replica may take to build
+                             the user's object before it counts as failed (default 300).
+    ``AIRFLOWLESS_HEARTBEAT_S``  how often a run's driver and the service touch their
+                             heartbeat in the record (default 5).
+    ``AIRFLOWLESS_HEARTBEAT_TIMEOUT_S``  a driver on another host whose heartbeat is
+                             older than this counts as dead: its run shows ``abandoned``
+                             (default 60; read where the record is read).
+    ``AIRFLOWLESS_DECISION_TIMEOUT_S``  how long a rank's or a trial's report waits for
+                             the driver's continue, pause or stop before it goes on
+                             (default 300; read where the ranks and trials run).
+    ``AIRFLOWLESS_PARK_TIMEOUT_S``  how long a paused trial waits to be resumed before
+                             it ends (default 1800; read where the trials run).
+    ``AIRFLOWLESS_TRAIN_GRACE_S``  how long a rank asked to stop gets before it is
+                             interrupted, and then ended (default 5).
+    ``AIRFLOWLESS_TRAIN_FAILED_GRACE_S``  once a rank failed, how long the driver waits
+                             for the other ranks to end before it goes on (default 10).
     ``AIRFLOWLESS_TOKEN``    bearer token of the control plane's actions (and of every
                              request off loopback); generated per cluster when unset.
     ``AIRFLOWLESS_TLS_DIR``  folder of the cluster's certificates (``ca.pem``,
@@ -65,6 +81,13 @@ class Settings:
     require_services: bool
     cuda_visible_devices: str | None
     serve_lease_s: float = 10.0
+    serve_start_timeout_s: float = 300.0
+    heartbeat_s: float = 5.0
+    heartbeat_timeout_s: float = 60.0
+    decision_timeout_s: float = 300.0
+    park_timeout_s: float = 1800.0
+    train_grace_s: float = 5.0
+    train_failed_grace_s: float = 10.0
     token: str | None = field(default=None, repr=False)  # a secret: kept out of logs
     tls_dir: str | None = None
     tls_ca: str | None = None
@@ -87,6 +110,13 @@ class Settings:
             require_services=env.get("AIRFLOWLESS_REQUIRE_SERVICES", "") in {"1", "true", "yes"},
             cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
             serve_lease_s=_seconds(env, "AIRFLOWLESS_SERVE_LEASE_S", 10.0),
+            serve_start_timeout_s=_seconds(env, "AIRFLOWLESS_SERVE_START_TIMEOUT_S", 300.0),
+            heartbeat_s=_seconds(env, "AIRFLOWLESS_HEARTBEAT_S", 5.0),
+            heartbeat_timeout_s=_seconds(env, "AIRFLOWLESS_HEARTBEAT_TIMEOUT_S", 60.0),
+            decision_timeout_s=_seconds(env, "AIRFLOWLESS_DECISION_TIMEOUT_S", 300.0),
+            park_timeout_s=_seconds(env, "AIRFLOWLESS_PARK_TIMEOUT_S", 1800.0),
+            train_grace_s=_seconds(env, "AIRFLOWLESS_TRAIN_GRACE_S", 5.0),
+            train_failed_grace_s=_seconds(env, "AIRFLOWLESS_TRAIN_FAILED_GRACE_S", 10.0),
             token=env.get("AIRFLOWLESS_TOKEN") or None,
             tls_dir=env.get("AIRFLOWLESS_TLS_DIR") or None,
             tls_ca=env.get("AIRFLOWLESS_TLS_CA") or None,

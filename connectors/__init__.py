@@ -1,5 +1,11 @@
 """Sources and sinks, found by name from ``read_*`` / ``write_*``.
 
+To add a connector: a :class:`~connectors.base.Datasource` (or
+:class:`~connectors.base.Datasink`) subclass in a module of its own here, its
+name in :data:`SOURCES` (or :data:`SINKS`), a ``read_*`` function in
+``airflowless/data/read_api.py`` (or a ``write_*`` method on ``Dataset``), and
+tests that read or write real files or a real server (``tests/connectors``).
+
 >>> from connectors import get_source
 >>> get_source("parquet").__name__
 'ParquetSource'
@@ -9,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from airflowless.errors import ConfigError
 
 __all__ = ["get_source", "get_sink", "SOURCES", "SINKS"]
 
@@ -31,7 +39,7 @@ SINKS: dict[str, str] = {
 
 def _load(table: dict[str, str], kind: str, name: str) -> Any:
     if name not in table:
-        raise ValueError(f"no {kind} named {name!r}; known: {sorted(table)}")
+        raise ConfigError(f"no {kind} named {name!r}; known: {sorted(table)}")
     module, _, attr = table[name].partition(":")
     return getattr(importlib.import_module(module), attr)
 

@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from airflowless.errors import UsageError
+
 from .base import ReadTask
 from .files import FileSink, FileSource, same_columns
 from .parquet import ReadError
@@ -48,7 +50,7 @@ class CSVSource(FileSource):
                  **arrow_csv_args: Any) -> None:
         unknown = sorted(set(arrow_csv_args) - set(ARROW_ARGS))
         if unknown:
-            raise TypeError(f"CSV reading takes the pyarrow.csv options {list(ARROW_ARGS)}, got {unknown}")
+            raise UsageError(f"CSV reading takes the pyarrow.csv options {list(ARROW_ARGS)}, got {unknown}")
         super().__init__(paths, storage_options=storage_options)
         self.arrow_csv_args = arrow_csv_args
 

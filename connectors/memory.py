@@ -7,6 +7,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflowless.errors import ConfigError
+
 from .base import Datasource, ReadTask
 
 __all__ = ["TablesSource", "RangeSource", "DaskSource"]
@@ -44,7 +46,7 @@ class RangeSource(Datasource):
 
     def __init__(self, n: int, parallelism: int) -> None:
         if n < 0:
-            raise ValueError(f"range needs n >= 0, got {n}")
+            raise ConfigError(f"range needs n >= 0, got {n}")
         self.n = n
         self.parallelism = max(1, min(parallelism, n or 1))
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from airflowless.errors import AirflowlessError
+from airflowless.errors import AirflowlessError, ConfigError
 
 from .base import Datasink, Datasource, ReadTask, WriteResult
 from .parquet import ReadError
@@ -81,9 +81,9 @@ class SQLSource(Datasource):
     def __init__(self, sql: str, connection_url: str, *, parallelism: int | None = None,
                  partition_column: str | None = None) -> None:
         if parallelism is not None and parallelism < 1:
-            raise ValueError(f"read_sql parallelism must be >= 1, got {parallelism}")
+            raise ConfigError(f"read_sql parallelism must be >= 1, got {parallelism}")
         if parallelism not in (None, 1) and partition_column is None:
-            raise ValueError(f"read_sql(parallelism={parallelism}) needs partition_column=...: the column "
+            raise ConfigError(f"read_sql(parallelism={parallelism}) needs partition_column=...: the column "
                              "whose value ranges split the query into parallel reads")
         self.sql = sql.strip().rstrip(";")
         self.connection_url = connection_url
@@ -195,7 +195,7 @@ class SQLSink(Datasink):
 
     def __post_init__(self) -> None:
         if self.if_exists not in IF_EXISTS:
-            raise ValueError(f"write_sql if_exists must be one of {list(IF_EXISTS)}, got {self.if_exists!r}")
+            raise ConfigError(f"write_sql if_exists must be one of {list(IF_EXISTS)}, got {self.if_exists!r}")
 
     def prepare(self) -> None:
         import sqlalchemy as sa

@@ -39,12 +39,12 @@ calls ``handler(message)`` on the client's event loop for every request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from ..runtime.topics import Subscription
 from .context import ControlContext
 from .errors import BadRequest, Conflict, NotFound, Unavailable
 
@@ -74,27 +74,17 @@ def serve_topic(app: str) -> str:
 
 
 # -- driver side ------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def listen(client: Any, topic: str, handler: Callable[[dict[str, Any]], None]) -> Iterator[None]:
-    """Within the block, call ``handler(message)`` for each request published on ``topic``.
+def listen(client: Any, topic: str, handler: Callable[[dict[str, Any]], None]) -> Subscription:
+    """Until closed (``with listen(...):``), call ``handler(message)`` for each request published on ``topic``.
 
     ``handler`` runs on the client's event loop: it should only hand the request
     over (set a flag, put it in a queue, feed a core on that loop).
     """
-    from .._dask_internals import forget_topic_handler
-
-    def on_event(event: tuple[float, Any]) -> None:
-        message = event[1]
+    def on_message(message: Any) -> None:
         if isinstance(message, dict):
             handler(message)
 
-    client.subscribe_topic(topic, on_event)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):  # the cluster may be gone already
-            client.unsubscribe_topic(topic)
-        forget_topic_handler(client, topic)
+    return Subscription(client, topic, on_message)
 
 
 # -- scheduler side ---------------------------------------------------------------------------------

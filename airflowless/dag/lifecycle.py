@@ -2,7 +2,7 @@
 
 While a run is on the cluster, its driver
 
-- touches the run's heartbeat every :data:`~airflowless.store.liveness.HEARTBEAT_S`
+- touches the run's heartbeat every ``AIRFLOWLESS_HEARTBEAT_S``
   seconds from a small daemon thread (:class:`Heartbeat`), so readers on other
   hosts can tell a live driver from a dead one;
 - turns SIGINT and SIGTERM into :class:`~airflowless.errors.RunCancelled`
@@ -23,7 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from ..errors import RunCancelled
-from ..store.liveness import HEARTBEAT_S
+from ..settings import get_settings
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -38,8 +38,9 @@ class Heartbeat:
     ...     watch_the_run()
     """
 
-    def __init__(self, store: Store, run_id: int, interval: float = HEARTBEAT_S) -> None:
-        self.store, self.run_id, self.interval = store, run_id, interval
+    def __init__(self, store: Store, run_id: int, interval: float | None = None) -> None:
+        self.store, self.run_id = store, run_id
+        self.interval = get_settings().heartbeat_s if interval is None else interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"airflowless-heartbeat-{run_id}", daemon=True)
 

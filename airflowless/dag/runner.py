@@ -504,10 +504,11 @@ class _Watch:
         from distributed import wait
 
         from ..control.actions import listen, run_topic
+        from ..runtime.topics import Subscription
 
-        self.client.subscribe_topic(EVENT_TOPIC, self._on_event)
         pending: set[str] = set()
         control = contextlib.ExitStack()
+        control.enter_context(Subscription(self.client, EVENT_TOPIC, self._on_message))
         control.enter_context(listen(self.client, run_topic(self.graph.pipeline, self.run_id), self._on_control))
         try:
             self._submit()
@@ -548,9 +549,6 @@ class _Watch:
             raise
         finally:
             control.close()
-            if not _cluster_gone(self.client):
-                with contextlib.suppress(Exception):
-                    self.client.unsubscribe_topic(EVENT_TOPIC)
         if self.errors and _cluster_gone(self.client):
             raise self._lost()
         return self._close(raise_on_failure)
@@ -603,8 +601,7 @@ class _Watch:
         if message.get("action") == "cancel" and message.get("run_id") == self.run_id:
             self.cancel_requested = "a control-plane request"
 
-    def _on_event(self, event: tuple[float, dict[str, Any]]) -> None:
-        _, message = event
+    def _on_message(self, message: Any) -> None:
         if isinstance(message, dict) and message.get("run_id") == self.run_id:
             self.events.put(message)
 

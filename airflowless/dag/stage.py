@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, overload
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..names import check_name
 
 __all__ = ["Stage", "StageOptions", "stage", "TRIGGERS"]
@@ -132,7 +132,7 @@ class Stage:
 
     def __init__(self, fn: Callable[..., Any], options: StageOptions, name: str | None = None) -> None:
         if not callable(fn):
-            raise TypeError(f"@stage decorates a function, got {fn!r}")
+            raise UsageError(f"@stage decorates a function, got {fn!r}")
         self.fn = fn
         self.options = options
         self.name = check_name("@stage(name=...)", fn.__name__ if name is None else name)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from ..errors import AirflowlessError
+from ..errors import AirflowlessError, ConfigError
 
 __all__ = ["Block", "BatchFormat", "BATCH_FORMATS", "to_batch", "from_batch", "tensor_array", "concat", "rebatch",
            "BatchTypeError", "SchemaMismatchError"]
@@ -36,7 +36,7 @@ class SchemaMismatchError(AirflowlessError, TypeError):
 
 def check_format(batch_format: str) -> str:
     if batch_format not in BATCH_FORMATS:
-        raise ValueError(f"batch_format must be one of {list(BATCH_FORMATS)}, got {batch_format!r}")
+        raise ConfigError(f"batch_format must be one of {list(BATCH_FORMATS)}, got {batch_format!r}")
     return batch_format
 
 
@@ -61,7 +61,7 @@ def to_batch(table: pa.Table, batch_format: str) -> Any:
         return frame
     if batch_format == "numpy":
         return {name: _column_to_numpy(table.column(name)) for name in table.column_names}
-    raise ValueError(f"batch_format must be one of {list(BATCH_FORMATS)}, got {batch_format!r}")
+    raise ConfigError(f"batch_format must be one of {list(BATCH_FORMATS)}, got {batch_format!r}")
 
 
 def tensor_array(array: np.ndarray) -> pa.Array:

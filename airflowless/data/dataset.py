@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..errors import ConfigError, UsageError
 from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
 from .block import concat, rebatch, to_batch
 from .consume import iter_blocks, iter_futures, last_execution, map_reduce
@@ -81,13 +82,13 @@ class Dataset:
         """
         unknown = set(ray_options) - {"num_cpus", "num_gpus", "compute", "zero_copy_batch", "memory"}
         if unknown:
-            raise TypeError(f"map_batches got unknown argument(s) {sorted(unknown)}; it takes fn, batch_size, "
+            raise UsageError(f"map_batches got unknown argument(s) {sorted(unknown)}; it takes fn, batch_size, "
                             "batch_format, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs, "
                             "concurrency, num_gpus (Ray's num_cpus/compute/zero_copy_batch/memory are accepted "
                             "and ignored)")
         gpus = ray_options.get("num_gpus") or 0
         if isinstance(gpus, bool) or not isinstance(gpus, int | float) or gpus < 0:
-            raise ValueError(f"map_batches(num_gpus=...) must be a number >= 0, got {gpus!r}")
+            raise ConfigError(f"map_batches(num_gpus=...) must be a number >= 0, got {gpus!r}")
         transform = MapBatchesFn(fn, batch_size, batch_format, tuple(fn_args), dict(fn_kwargs or {}),
                                  tuple(fn_constructor_args), dict(fn_constructor_kwargs or {}),
                                  instance_key=uuid.uuid4().hex)
@@ -108,7 +109,7 @@ class Dataset:
         Expressions are pushed into parquet reads (row groups skipped by statistics).
         """
         if (fn is None) == (expr is None):
-            raise ValueError("filter takes either a row function or expr=..., e.g. expr=col('x') > 0")
+            raise ConfigError("filter takes either a row function or expr=..., e.g. expr=col('x') > 0")
         if fn is not None and not callable(fn):
             expr, fn = fn, None  # filter(col("x") > 0) works too
         return self._then(FilterFn(fn=fn, expr=expr))
@@ -127,13 +128,13 @@ class Dataset:
 
     def limit(self, n: int) -> Dataset:
         if n < 0:
-            raise ValueError(f"limit needs n >= 0, got {n}")
+            raise ConfigError(f"limit needs n >= 0, got {n}")
         return Dataset(lo.Limit(self._plan, n))
 
     def repartition(self, num_blocks: int, *, shuffle: bool = False) -> Dataset:
         """``num_blocks`` blocks of near-equal rows, in order; ``shuffle=True``: at random (as :meth:`random_shuffle`)."""
         if num_blocks < 1:
-            raise ValueError(f"repartition needs num_blocks >= 1, got {num_blocks}")
+            raise ConfigError(f"repartition needs num_blocks >= 1, got {num_blocks}")
         return Dataset(lo.Repartition(self._plan, num_blocks, shuffle, _new_seed() if shuffle else None))
 
     def random_shuffle(self, *, seed: int | None = None, num_blocks: int | None = None) -> Dataset:
@@ -158,7 +159,7 @@ class Dataset:
         from .sampling import RandomSampleFn
 
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-            raise ValueError(f"random_sample needs a fraction between 0 and 1, got {fraction!r}")
+            raise ConfigError(f"random_sample needs a fraction between 0 and 1, got {fraction!r}")
         return self._then(RandomSampleFn(float(fraction), _new_seed() if seed is None else seed))
 
     def sort(self, key: str | Sequence[str], descending: bool | Sequence[bool] = False) -> Dataset:
@@ -187,7 +188,7 @@ class Dataset:
              right_on: str | Sequence[str] | None = None, num_blocks: int | None = None) -> Dataset:
         """Rows of both matched on key columns; ``how`` is inner, left, right or outer."""
         if how not in ("inner", "left", "right", "outer"):
-            raise ValueError(f"join how must be inner, left, right or outer, got {how!r}")
+            raise ConfigError(f"join how must be inner, left, right or outer, got {how!r}")
         keys = (on,) if isinstance(on, str) else tuple(on)
         rkeys = None if right_on is None else ((right_on,) if isinstance(right_on, str) else tuple(right_on))
         return Dataset(lo.Join(self._plan, other._plan, keys, how, rkeys, num_blocks))
@@ -231,7 +232,7 @@ class Dataset:
         from .splits import split
 
         if n < 1:
-            raise ValueError(f"streaming_split needs n >= 1, got {n}")
+            raise ConfigError(f"streaming_split needs n >= 1, got {n}")
         plan = optimize(self._plan)
         chain: list[lo.LogicalOp] = []
         node = plan
@@ -457,8 +458,8 @@ def _directions(keys: tuple[str, ...], descending: bool | Sequence[bool]) -> tup
         return (descending,) * len(keys)
     flags = tuple(descending) if isinstance(descending, Sequence) and not isinstance(descending, str) else None
     if flags is None or not all(isinstance(f, bool) for f in flags):
-        raise TypeError(f"sort descending must be a bool or a list of bools, one per key; got {descending!r}")
+        raise UsageError(f"sort descending must be a bool or a list of bools, one per key; got {descending!r}")
     if len(flags) != len(keys):
-        raise ValueError(f"sort got {len(flags)} descending flag(s) for {len(keys)} key(s) {list(keys)}; "
+        raise ConfigError(f"sort got {len(flags)} descending flag(s) for {len(keys)} key(s) {list(keys)}; "
                          "give one per key, or one bool for all")
     return flags

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
 from .logical import operators as lo
 
@@ -25,7 +26,7 @@ class GroupedData:
         from .dataset import Dataset
 
         if not aggs:
-            raise ValueError("aggregate needs at least one aggregation, e.g. Count() or Mean('x')")
+            raise ConfigError("aggregate needs at least one aggregation, e.g. Count() or Mean('x')")
         return Dataset(lo.Aggregate(self._dataset._plan, self._keys, tuple(aggs)))
 
     def count(self) -> Dataset:

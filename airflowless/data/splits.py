@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..errors import ConfigError
 from .execution.shared import register
 from .logical import operators as lo
 from .physical import tasks
@@ -75,14 +76,14 @@ def cut_blocks(source: lo.FromBlocks, bounds: list[int]) -> list[Dataset]:
 def split_at_indices(ds: Dataset, indices: Sequence[int]) -> list[Dataset]:
     """Datasets of rows [0, i0), [i0, i1), ..., [ik, end)."""
     if any(b < a for a, b in zip(indices[:-1], indices[1:], strict=False)) or any(i < 0 for i in indices):
-        raise ValueError(f"split indices must be non-negative and increasing, got {list(indices)}")
+        raise ConfigError(f"split indices must be non-negative and increasing, got {list(indices)}")
     return _parts(ds, lo.SplitSpec("indices", tuple(float(i) for i in indices)), len(indices) + 1)
 
 
 def split_proportionately(ds: Dataset, proportions: Sequence[float]) -> list[Dataset]:
     """Datasets with the given fractions of the rows, and a last one with the rest."""
     if any(p <= 0 for p in proportions) or sum(proportions) >= 1:
-        raise ValueError(f"proportions must be positive and sum to less than 1, got {list(proportions)}")
+        raise ConfigError(f"proportions must be positive and sum to less than 1, got {list(proportions)}")
     return _parts(ds, lo.SplitSpec("fractions", tuple(proportions)), len(proportions) + 1)
 
 
@@ -91,12 +92,12 @@ def train_test_split(ds: Dataset, test_size: float | int, *, shuffle: bool = Fal
     """(train, test); the last ``test_size`` rows (a fraction or a count) are the test part."""
     if isinstance(test_size, float):
         if not 0 < test_size < 1:
-            raise ValueError(f"a fractional test_size must be between 0 and 1, got {test_size}")
+            raise ConfigError(f"a fractional test_size must be between 0 and 1, got {test_size}")
         spec = lo.SplitSpec("fractions", (1.0 - test_size,))
     elif isinstance(test_size, int) and test_size >= 0:
         spec = lo.SplitSpec("from_end", (float(test_size),))
     else:
-        raise ValueError(f"test_size is a fraction in (0, 1) or a row count >= 0, got {test_size!r}")
+        raise ConfigError(f"test_size is a fraction in (0, 1) or a row count >= 0, got {test_size!r}")
     if shuffle:
         ds = ds.random_shuffle(seed=random.randrange(2**31) if seed is None else seed)
     train, test = _parts(ds, spec, 2)
@@ -106,7 +107,7 @@ def train_test_split(ds: Dataset, test_size: float | int, *, shuffle: bool = Fal
 def split(ds: Dataset, n: int, *, equal: bool = False) -> list[Dataset]:
     """``n`` datasets; with ``equal`` exactly the same row counts (extra rows dropped)."""
     if n < 1:
-        raise ValueError(f"split needs n >= 1, got {n}")
+        raise ConfigError(f"split needs n >= 1, got {n}")
     return _parts(ds, lo.SplitSpec("equal" if equal else "even", (float(n),)), n)
 
 

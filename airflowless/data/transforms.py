@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import AirflowlessError
+from ..errors import AirflowlessError, ConfigError, UsageError
 from .block import check_format, concat, from_batch, to_batch
 
 __all__ = ["BlockTransform", "MapBatchesFn", "MapRowsFn", "FlatMapFn", "FilterFn", "ProjectFn",
@@ -81,9 +81,9 @@ class MapBatchesFn(BlockTransform):
     def __post_init__(self) -> None:
         check_format(self.batch_format)
         if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be a positive number of rows or None, got {self.batch_size}")
+            raise ConfigError(f"batch_size must be a positive number of rows or None, got {self.batch_size}")
         if not callable(self.fn):
-            raise TypeError(f"map_batches takes a function or a callable class, got {self.fn!r}")
+            raise UsageError(f"map_batches takes a function or a callable class, got {self.fn!r}")
 
     @property
     def name(self) -> str:  # type: ignore[override]

@@ -26,6 +26,8 @@ import pyarrow.parquet as pq
 
 from airflowless.errors import ConfigError
 
+from ..errors import UsageError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -240,7 +242,7 @@ def add_features(batch: _Batch) -> _Batch:
 
     if isinstance(batch, pd.DataFrame):
         return _add_features_pandas(batch)
-    raise TypeError(
+    raise UsageError(
         f"add_features expected a pandas DataFrame or a pyarrow Table/RecordBatch, "
         f"got {type(batch).__name__}; convert the batch to one of those first"
     )

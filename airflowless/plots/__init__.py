@@ -21,6 +21,8 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from ..errors import ConfigError, UsageError
+
 __all__ = ["learning_curves", "operator_chart", "first_metric", "ITERATION"]
 
 ITERATION = "training_iteration"
@@ -52,7 +54,7 @@ def first_metric(histories: Sequence[Sequence[Mapping[str, Any]]]) -> str:
             for key, value in report.items():
                 if key != ITERATION and not key.startswith("_") and _number(value) is not None:
                     return key
-    raise ValueError("nothing to plot: no report has a numeric metric; pass metric='<name>' of a reported "
+    raise ConfigError("nothing to plot: no report has a numeric metric; pass metric='<name>' of a reported "
                      "number, after the trials reported some")
 
 
@@ -68,7 +70,7 @@ def learning_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metric
     from bokeh.plotting import figure
 
     if not isinstance(metric, str):
-        raise TypeError(f"metric must be the name of a reported metric, got {metric!r}")
+        raise UsageError(f"metric must be the name of a reported metric, got {metric!r}")
     fig = figure(title=title or metric, x_axis_label=ITERATION, y_axis_label=metric, height=320,
                  sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save")
     plotted = 0
@@ -91,7 +93,7 @@ def learning_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metric
         plotted += 1
     if plotted == 0:
         reported = sorted({k for h in histories.values() for r in h for k in r if _number(r[k]) is not None})
-        raise ValueError(f"no trial reported {metric!r} as a number; numeric metrics reported: {reported}")
+        raise ConfigError(f"no trial reported {metric!r} as a number; numeric metrics reported: {reported}")
     fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), (ITERATION, "@x"), (metric, "@y")]))
     fig.xaxis.ticker = BasicTicker(min_interval=1)  # whole iterations: never a tick at 10.75
     if best is not None and best in histories:
@@ -109,7 +111,7 @@ def operator_chart(operators: Sequence[tuple[str, float | None, int | None]], *,
     from bokeh.plotting import figure
 
     if not operators:
-        raise ValueError("nothing to plot: no operator ran yet; iterate or materialize the dataset first")
+        raise ConfigError("nothing to plot: no operator ran yet; iterate or materialize the dataset first")
     names = [name for name, _, _ in operators]
     source = ColumnDataSource({"operator": names, "seconds": [s or 0.0 for _, s, _ in operators],
                                "rows": [r or 0 for _, _, r in operators]})

@@ -15,6 +15,8 @@ from typing import Any
 
 from distributed import WorkerPlugin
 
+from ..errors import ClusterError
+
 __all__ = ["AirflowlessWorkerPlugin", "PLUGIN_NAME", "worker_state"]
 
 PLUGIN_NAME = "airflowless"
@@ -61,7 +63,7 @@ def worker_state() -> dict[str, Any]:
     worker = get_worker()
     plugin = worker.plugins.get(PLUGIN_NAME)
     if plugin is None:
-        raise RuntimeError(
+        raise ClusterError(
             "this worker has no airflowless plugin; connect with airflowless.init(address) "
             "so it is installed"
         )

@@ -12,8 +12,10 @@
 
 The folder is the architecture: ``deployment``/``application`` (what the user
 declares), ``controller`` (core, no I/O) + ``autoscaling`` (pure decision),
-``adapter`` (Dask side), ``replica`` (the actor), ``wire`` (data plane),
-``router``, ``handle``, ``routing`` (what HTTP reaches), ``proxy`` (ASGI), ``batching``, ``predictor``, ``records`` (the store).
+``driver`` (Dask side: carries out the controller's actions), ``context`` (this process's runtime),
+``replica`` (the actor), ``replica_table`` (where replicas listen), ``wire`` (data plane), ``router``,
+``handle``, ``routing`` (what HTTP reaches), ``proxy`` (ASGI), ``http_server``, ``heap``, ``batching``,
+``predictor``, ``records`` (the store). No module imports one that imports it back (``tests/test_layering.py``).
 """
 
 from __future__ import annotations

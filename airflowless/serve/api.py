@@ -17,8 +17,9 @@ import ssl
 from typing import Any
 
 from ..errors import ConfigError
-from .adapter import current_runtime, start_runtime, stop_runtime
 from .application import Application, flatten
+from .context import current_runtime, start_runtime, stop_runtime
+from .driver import ServeRuntime
 from .errors import DeploymentNotFoundError
 from .handle import DeploymentHandle
 from .http_options import HTTPOptions
@@ -45,7 +46,7 @@ def start(*, http_options: dict[str, Any] | None = None) -> None:
                               f"({', '.join(f'{k}={getattr(running, k)!r}' for k in differ)}); call "
                               "serve.shutdown() before starting it with new ones")
         return
-    start_runtime(options)
+    start_runtime(lambda: ServeRuntime.on_current_cluster(options))
 
 
 def http_address() -> str:

@@ -16,11 +16,13 @@ the Applications among its arguments replaced by :class:`DeploymentHandle`\\ s.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from .deployment import Deployment
 from .handle import DeploymentHandle
+
+if TYPE_CHECKING:
+    from .deployment import Deployment
 
 __all__ = ["Application", "flatten"]
 

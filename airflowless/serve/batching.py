@@ -25,7 +25,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 
 __all__ = ["batch"]
 
@@ -71,10 +71,10 @@ def _one_per_input(results: Any, inputs: int) -> list[Any]:
     """A batch's results as a list: a list, tuple, numpy array or pandas Series of the batch's length (as Ray)."""
     if isinstance(results, str | bytes | dict) or not hasattr(results, "__len__") or not hasattr(results, "__iter__") \
             or hasattr(results, "columns"):  # a DataFrame iterates over its column names
-        raise TypeError(f"a @serve.batch function must return a list (or array) with one result per input: "
+        raise UsageError(f"a @serve.batch function must return a list (or array) with one result per input: "
                         f"{inputs} inputs, got {type(results).__name__}")
     if len(results) != inputs:
-        raise TypeError(f"a @serve.batch function must return one result per input: {inputs} inputs, "
+        raise UsageError(f"a @serve.batch function must return one result per input: {inputs} inputs, "
                         f"got {len(results)} results")
     return list(results)
 

@@ -4,8 +4,8 @@ It keeps, per deployment, the wanted replica count and the replicas it
 knows (STARTING, RUNNING, STOPPING), and after each event answers what to do
 so that the RUNNING + STARTING count meets the target: start replicas,
 replace failed ones, drain and stop surplus ones, publish the RUNNING set to
-the routers, and autoscale on :class:`Tick`. The adapter
-(:mod:`.adapter`) turns actions into Dask calls and feeds results back.
+the routers, and autoscale on :class:`Tick`. The driver
+(:mod:`.driver`) turns actions into Dask calls and feeds results back.
 
 Rolling updates: a :class:`DeploymentUpdated` with another ``version`` (new
 code or arguments: a new model) replaces the replicas one at a time: at most

@@ -17,7 +17,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any, overload
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
+from .application import Application
 from .config import DeploymentConfig
 from .routing import HTTPRoute, http_routes
 
@@ -68,10 +69,8 @@ class Deployment:
         """A copy with some options changed (same keywords as :func:`deployment`)."""
         return Deployment(self.target, name=name or self.name, config=_config_from(options, self.config))
 
-    def bind(self, *args: Any, **kwargs: Any) -> Any:
+    def bind(self, *args: Any, **kwargs: Any) -> Application:
         """An Application: this deployment with its constructor arguments (other Applications become handles)."""
-        from .application import Application
-
         if self.is_function and (args or kwargs):
             raise ConfigError(f"deployment {self.name!r} is a function: bind() takes no arguments, "
                               f"got {len(args)} positional and {sorted(kwargs)} keyword")
@@ -81,7 +80,7 @@ class Deployment:
         return Application(self, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"deployment {self.name!r} cannot be called directly; use "
+        raise UsageError(f"deployment {self.name!r} cannot be called directly; use "
                         f"serve.run({self.name}.bind(...)) and call the handle it returns")
 
     def __repr__(self) -> str:

@@ -25,17 +25,14 @@ from typing import Any
 
 from .._dask_internals import get_scheduler_metadata
 from ..runtime.tls import client_context
+from .context import current_runtime, host_worker
 from .errors import DeploymentNotFoundError, ServeError
-from .replica import ReplicaInfo
+from .replica_table import ReplicaTable, metadata_key
 from .router import Router
 
-__all__ = ["DeploymentHandle", "DeploymentResponse", "metadata_key"]
+__all__ = ["DeploymentHandle", "DeploymentResponse"]
 
 _REFRESH_S = 1.0
-
-
-def metadata_key(app_name: str, deployment_name: str) -> list[str]:
-    return ["airflowless-serve", app_name, deployment_name]
 
 
 class _WorkerRouters:
@@ -49,15 +46,15 @@ class _WorkerRouters:
         now = time.monotonic()
         if entry is not None and now - entry[1] < _REFRESH_S and entry[0].replica_ids:
             return entry[0]
-        table = await get_scheduler_metadata(worker, metadata_key(app, deployment))
-        if table is None:
+        data = await get_scheduler_metadata(worker, metadata_key(app, deployment))
+        if data is None:
             raise DeploymentNotFoundError(f"no deployment {deployment!r} in application {app!r} is running")
+        table = ReplicaTable.from_metadata(data)
         router = entry[0] if entry is not None else Router(
-            f"{app}/{deployment}", max_ongoing=table["max_ongoing"], max_queued=table["max_queued"],
+            f"{app}/{deployment}", max_ongoing=table.max_ongoing, max_queued=table.max_queued,
             ssl_context=client_context(worker.security, "worker"))
-        router.update([ReplicaInfo(*r) for r in table["replicas"]],
-                      max_ongoing=table["max_ongoing"], max_queued=table["max_queued"],
-                      unavailable=table.get("unavailable", ""))
+        router.update(list(table.replicas), max_ongoing=table.max_ongoing, max_queued=table.max_queued,
+                      unavailable=table.unavailable)
         self.routers[(app, deployment)] = (router, now)
         return router
 
@@ -67,16 +64,12 @@ _worker_routers = _WorkerRouters()
 
 def _locate(app: str, deployment: str) -> tuple[asyncio.AbstractEventLoop, Any]:
     """The loop to route on here, and a coroutine function giving the router."""
-    from . import adapter
-
-    runtime = adapter.current_runtime()
+    runtime = current_runtime()
     if runtime is not None:
         async def driver_router() -> Router:
             return runtime.router(app, deployment)
         return runtime.loop, driver_router
     from distributed import get_worker
-
-    from .replica import host_worker
 
     try:
         worker = get_worker()

@@ -13,7 +13,7 @@ slow clients that had not sent their headers took the health checks' places.
 :func:`run_server` turns uvicorn's ``sys.exit`` on a port it cannot bind into
 an ``OSError``. :func:`ingress_ssl_context` picks the proxy's HTTPS, if any.
 
-Why httptools (and uvloop, :mod:`.adapter`): h11 parses in Python, httptools
+Why httptools (and uvloop, :mod:`.driver`): h11 parses in Python, httptools
 in C; under W5 (32 connections, one small model) the two together cut the
 servers' CPU per request (figures in docs/serve.md).
 """
@@ -29,6 +29,9 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .._library_internals import uvicorn_bound_port
+from ..errors import ConfigError
+from .heap import freeze_heap
 from .http_options import HTTPOptions
 
 __all__ = ["DISCONNECT_KEY", "make_server", "run_server", "ingress_ssl_context"]
@@ -255,7 +258,7 @@ def make_server(app: Any, options: HTTPOptions, ssl_context: ssl.SSLContext | No
     import uvicorn
 
     if parser not in ("auto", "httptools", "h11"):
-        raise ValueError(f"parser must be 'auto', 'httptools' or 'h11', got {parser!r}")
+        raise ConfigError(f"parser must be 'auto', 'httptools' or 'h11', got {parser!r}")
     fast = _httptools_protocol() if parser != "h11" else None
     if parser == "httptools" and fast is None:
         raise ImportError("parser='httptools' needs httptools installed (pip install 'airflowless[serve]')")
@@ -279,9 +282,7 @@ async def run_server(server: Any) -> None:
     uvicorn calls ``sys.exit`` when it cannot bind its address, which would end
     the event loop of the thread it runs on; here that is an ``OSError``.
     """
-    from .replica import freeze_heap
-
-    freeze_heap()  # a full collection of the driver's heap would stall every request in flight (see .replica)
+    freeze_heap()  # a full collection of the driver's heap would stall every request in flight (see .heap)
     try:
         await server.serve()
     except SystemExit:
@@ -290,9 +291,5 @@ async def run_server(server: Any) -> None:
 
 
 def bound_port(server: Any) -> int:
-    """The port a started ``server`` (from :func:`make_server`) listens on (``port=0`` picks one).
-
-    Reads ``uvicorn.Server.servers`` (undocumented; uvicorn has no public way to ask
-    the bound address): the asyncio servers it started, whose sockets know it.
-    """
-    return int(server.servers[0].sockets[0].getsockname()[1])
+    """The port a started ``server`` (from :func:`make_server`) listens on (``port=0`` picks one)."""
+    return uvicorn_bound_port(server)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..train.checkpoint import Checkpoint
 from .batching import batch
 from .deployment import deployment
@@ -158,7 +158,7 @@ class Predictor:
         if predictor_cls is Predictor:
             predictor_cls = None
         if predictor_cls is None and predictor_kwargs:
-            raise TypeError(f"PredictorDeployment got {sorted(predictor_kwargs)} without a predictor class; the "
+            raise UsageError(f"PredictorDeployment got {sorted(predictor_kwargs)} without a predictor class; the "
                             "built-in predictor takes none (pass predictor_cls=YourPredictor)")
         checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(str(checkpoint))
         self.http_adapter = http_adapter

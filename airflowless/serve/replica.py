@@ -1,6 +1,6 @@
 """One replica: a Dask actor that builds the user's object and serves it over :mod:`.wire`.
 
-Lifecycle: the adapter submits ``Replica(spec)`` with ``actor=True`` pinned to
+Lifecycle: the driver (:mod:`.driver`) submits ``Replica(spec)`` with ``actor=True`` pinned to
 a worker (the constructor runs the user's ``__init__`` in a worker thread,
 then ``reconfigure(user_config)`` if defined); ``start()`` (async, on the
 worker's event loop) opens the data-plane socket and returns where it is;
@@ -36,15 +36,7 @@ with :class:`ReplicaStuckError`, so the controller replaces it with a fresh
 replica. The abandoned thread itself runs on in the worker until the call
 returns (no thread can be killed); restart the worker to reclaim it.
 
-Garbage collection: a full (generation 2) collection walks every object the
-process holds. In a worker or a driver that imported pandas, scikit-learn and
-Dask that is hundreds of thousands of objects, a pause of ~80 ms on this
-2-core machine, which was the whole p99 of a replica under load (W5).
-:func:`freeze_heap` (run when a replica starts, and by the HTTP proxy when it
-starts) collects once and moves every object alive then to the permanent
-generation (``gc.freeze()``), so later collections walk only what was made
-since. The price: a cycle among those objects that becomes garbage later is
-not reclaimed (plain reference counting still frees everything else).
+The replica freezes its heap when it starts (:mod:`.heap`).
 """
 
 from __future__ import annotations
@@ -52,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import inspect
 import itertools
 import logging
@@ -66,10 +57,13 @@ from typing import Any
 
 from .._dask_internals import get_scheduler_metadata, set_scheduler_metadata
 from ..runtime.plugins import PLUGIN_NAME
+from .context import set_host_worker
 from .errors import BadRequestError, ReplicaStuckError
+from .heap import freeze_heap
+from .replica_table import ReplicaInfo, ReplicaTable, metadata_key
 from .wire import Busy, Connection, Rejected, WireServer
 
-__all__ = ["Replica", "ReplicaSpec", "ReplicaInfo", "controller_identity", "freeze_heap", "host_worker", "stop_replicas"]
+__all__ = ["Replica", "ReplicaSpec", "controller_identity", "stop_replicas"]
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +72,6 @@ _CONTROL_METHODS = frozenset({"__metrics__", "__health__", "__drain__"})
 _STATE_PREFIX = "serve-replica:"
 STUCK_AFTER_S = 2.0
 """How long a plain ``def`` call may run on after its caller left before the replica counts as stuck."""
-
-
-def freeze_heap() -> None:
-    """Collect garbage once, then exempt every object alive now from later collections (see the module docstring)."""
-    gc.collect()
-    gc.freeze()
 
 
 def controller_identity() -> str:
@@ -109,27 +97,6 @@ class ReplicaSpec:
     # both made where the spec is built, in the controller's process
     owner: str = field(default_factory=controller_identity)
     lease_s: float = field(default_factory=_lease_s)
-
-
-@dataclass(frozen=True)
-class ReplicaInfo:
-    """Where a running replica listens."""
-
-    replica_id: str
-    host: str
-    port: int
-    token: bytes
-    pid: int
-    worker: str
-    owner: str = ""
-
-
-_host_worker: Any = None  # the worker of this process's replicas (their own threads have no Dask task context)
-
-
-def host_worker() -> Any:
-    """The Dask worker hosting replicas in this process, or None: where a replica's handles route."""
-    return _host_worker
 
 
 class Replica:
@@ -163,8 +130,7 @@ class Replica:
 
         self._worker = get_worker()
         worker_state()[self._state_key] = self
-        global _host_worker
-        _host_worker = self._worker
+        set_host_worker(self._worker)
 
     async def start(self) -> ReplicaInfo:
         from distributed.comm import get_address_host
@@ -198,11 +164,9 @@ class Replica:
 
     async def forget_published(self) -> None:
         """Remove the deployment's replica table from the scheduler if this replica's controller wrote it."""
-        from .handle import metadata_key
-
         key = metadata_key(self.spec.app_name, self.spec.deployment_name)
         table = await get_scheduler_metadata(self._worker, key)
-        if table and any(row[3] == self._token for row in table.get("replicas", [])):
+        if table and ReplicaTable.from_metadata(table).written_by(self._token):
             await set_scheduler_metadata(self._worker, key, None)
 
     def _stuck(self) -> str:

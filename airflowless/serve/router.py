@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import BackPressureError, ReplicaDiedError, ServeError, UnavailableError
-from .replica import ReplicaInfo
+from .replica_table import ReplicaInfo
 from .wire import Busy, Rejected, WireClient
 
 __all__ = ["Router"]

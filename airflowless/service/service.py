@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..store.liveness import HEARTBEAT_S, Driver, this_driver
+from ..settings import get_settings
+from ..store.liveness import Driver, this_driver
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -61,15 +62,12 @@ def _utcnow() -> datetime:
 
 def log_dir() -> Path:
     from ..private import private_folder
-    from ..settings import get_settings
 
     return private_folder(get_settings().home / "service" / "logs")
 
 
 def log_path(run_id: int) -> Path:
     """Where the service keeps the output of run ``run_id``'s driver."""
-    from ..settings import get_settings
-
     return get_settings().home / "service" / "logs" / f"run-{run_id}.log"
 
 
@@ -93,6 +91,7 @@ class Service:
     children: dict[int, _Child] = field(default_factory=dict)
     _lock_file: IO[str] | None = None
     _beat: float = 0.0
+    _heartbeat_s: float = 5.0
     _notifier: Any = None
     _watches: dict[int, Any] = field(default_factory=dict)
     _watched_at: float = 0.0
@@ -103,6 +102,7 @@ class Service:
         self._lock_file = _single_service_lock(self.store)
         self.id = self.store.register_service(this_driver(), self.address)
         self._beat = time.monotonic()
+        self._heartbeat_s = get_settings().heartbeat_s
         from .notify import Notifier
 
         self._notifier = Notifier(self.store)
@@ -117,7 +117,7 @@ class Service:
         queued = self.store.schedule_due(now) + self.store.queue_followers()
         if queued:
             log.info("queued run(s) %s", queued)
-        if time.monotonic() - self._beat >= HEARTBEAT_S:
+        if time.monotonic() - self._beat >= self._heartbeat_s:
             self.store.service_heartbeat(self.id)
             released = self.store.release_orphans()
             if released:

@@ -21,13 +21,14 @@ autoscaling does not update it. ``models`` names the registered versions a deplo
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Engine, desc, select
 
+from ..errors import ConfigError
 from ..jsonsafe import to_plain as _plain
 from . import schema
+from .clock import aware, utc_now
 
 __all__ = ["DeploymentRecords", "DeploymentStatus", "process_gone"]
 
@@ -38,10 +39,6 @@ class DeploymentStatus:
     REPLACED = "replaced"
     STOPPED = "stopped"
     ALL = frozenset({RUNNING, DELETED, REPLACED, STOPPED})
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def process_gone(row: dict[str, Any]) -> bool:
@@ -64,7 +61,7 @@ class DeploymentRecords:
                           models: list[str] | None = None) -> int:
         """Record one deployment of application ``app`` (state ``running`` by default); return its row id."""
         _check(status)
-        now = _now()
+        now = utc_now()
         with self.engine.begin() as conn:
             result = conn.execute(schema.deployments.insert().values(
                 app=app, deployment=deployment, route_prefix=route_prefix, http_address=http_address,
@@ -84,7 +81,7 @@ class DeploymentRecords:
         if hostname is not None:
             query = query.where(table.c.hostname == hostname)
         with self.engine.begin() as conn:
-            return int(conn.execute(query.values(models=models or None, updated_at=_now())).rowcount)
+            return int(conn.execute(query.values(models=models or None, updated_at=utc_now())).rowcount)
 
     def model_servers(self, name: str) -> dict[int, list[dict[str, Any]]]:
         """Which running serve deployments serve which version of model ``name``: version -> their rows (those
@@ -111,11 +108,10 @@ class DeploymentRecords:
         if hostname is not None:
             query = query.where(table.c.hostname == hostname)
         with self.engine.begin() as conn:
-            return int(conn.execute(query.values(status=status, updated_at=_now())).rowcount)
+            return int(conn.execute(query.values(status=status, updated_at=utc_now())).rowcount)
 
     def list_deployments(self, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """The latest deployment rows first (only those in ``status`` if given); times in UTC."""
-        from .store import _aware
 
         table = schema.deployments
         query = select(table).order_by(desc(table.c.id)).limit(limit)
@@ -124,10 +120,10 @@ class DeploymentRecords:
         with self.engine.begin() as conn:
             rows = [dict(r) for r in conn.execute(query).mappings().all()]
         for row in rows:
-            row["created_at"], row["updated_at"] = _aware(row["created_at"]), _aware(row["updated_at"])
+            row["created_at"], row["updated_at"] = aware(row["created_at"]), aware(row["updated_at"])
         return rows
 
 
 def _check(status: str) -> None:
     if status not in DeploymentStatus.ALL:
-        raise ValueError(f"a deployment's status is one of {sorted(DeploymentStatus.ALL)}, got {status!r}")
+        raise ConfigError(f"a deployment's status is one of {sorted(DeploymentStatus.ALL)}, got {status!r}")

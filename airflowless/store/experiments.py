@@ -5,13 +5,13 @@ Used through :class:`~airflowless.store.store.Store` (this is a mixin of it).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, bindparam, desc, or_, select
 
 from ..jsonsafe import to_plain as _plain
 from . import schema
+from .clock import utc_now
 from .records import ExperimentStatus
 
 __all__ = ["ExperimentRecords"]
@@ -21,10 +21,6 @@ _TRIAL_FIELDS = {"status", "config", "restarts", "iterations", "last_metrics", "
 # built once: a flush runs them as one executemany each (its SET from the rows' keys)
 _UPDATE_TRIAL = schema.trials.update().where(schema.trials.c.id == bindparam("record"))
 _INSERT_TRIALS = schema.trials.insert().returning(schema.trials.c.id, sort_by_parameter_order=True)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _shown(row: Any) -> dict[str, Any]:
@@ -47,7 +43,7 @@ class ExperimentRecords:
         with self.engine.begin() as conn:
             result = conn.execute(schema.experiments.insert().values(
                 name=name, kind=kind, status="running", config=_plain(config), storage_path=storage_path,
-                metric=metric, mode=mode, created_at=_now(), run_id=run_id, stage=stage))
+                metric=metric, mode=mode, created_at=utc_now(), run_id=run_id, stage=stage))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def experiments_of_run(self, run_id: int) -> list[dict[str, Any]]:
@@ -61,7 +57,7 @@ class ExperimentRecords:
     def finish_experiment(self, experiment_id: int, status: str, *, error: str | None = None) -> None:
         with self.engine.begin() as conn:
             conn.execute(schema.experiments.update().where(schema.experiments.c.id == experiment_id)
-                         .values(status=status, error=error, finished_at=_now()))
+                         .values(status=status, error=error, finished_at=utc_now()))
 
     def set_experiment_summary(self, experiment_id: int, summary: dict[str, Any]) -> None:
         """What the experiment's run measured (e.g. ``{"prepared_data": {...}}``), kept with its record."""
@@ -114,7 +110,7 @@ class ExperimentRecords:
                 return int(existing)
             result = conn.execute(schema.trials.insert().values(
                 experiment_id=experiment_id, name=name, status=status, config=_plain(config), restarts=0,
-                iterations=0, created_at=_now()))
+                iterations=0, created_at=utc_now()))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def add_trials(self, experiment_id: int, trials: list[tuple[str, dict[str, Any], str]]) -> list[int]:
@@ -143,12 +139,12 @@ class ExperimentRecords:
                 schema.metrics.c.trial_id == trial_id, schema.metrics.c.step == step))).scalar()
             if exists is None:
                 conn.execute(schema.metrics.insert().values(trial_id=trial_id, step=step, values=_plain(values),
-                                                            created_at=_now()))
+                                                            created_at=utc_now()))
 
     def add_checkpoint(self, trial_id: int, step: int, uri: str, metrics: dict[str, Any]) -> None:
         with self.engine.begin() as conn:
             conn.execute(schema.checkpoints.insert().values(trial_id=trial_id, step=step, uri=uri,
-                                                            metrics=_plain(metrics), deleted=0, created_at=_now()))
+                                                            metrics=_plain(metrics), deleted=0, created_at=utc_now()))
 
     def mark_checkpoint_deleted(self, uri: str) -> None:
         with self.engine.begin() as conn:
@@ -192,7 +188,7 @@ class ExperimentRecords:
                 raise TypeError(f"record_batch got unknown trial fields {sorted(unknown)}")
         if not (metrics_rows or trial_updates or checkpoints or new_trials):
             return []
-        now = _now()
+        now = utc_now()
         with self.engine.begin() as conn:
             ids = _insert_trials(conn, experiment_id, new_trials) if new_trials and experiment_id is not None else []
             if metrics_rows:
@@ -218,7 +214,7 @@ def _insert_trials(conn: Connection, experiment_id: int, trials: list[tuple[str,
              for name, config, status in trials if name in existing]
     if again:
         conn.execute(_UPDATE_TRIAL, again)
-    now = _now()
+    now = utc_now()
     new: dict[str, dict[str, Any]] = {}
     for name, config, status in trials:
         if name not in existing and name not in new:

@@ -1,13 +1,14 @@
 """Is a run's driver still alive? The rule behind the ``abandoned`` state.
 
 A driver records who it is when its run starts (host, pid, the process's start
-time) and then touches a heartbeat every :data:`HEARTBEAT_S` seconds. A reader
+time) and then touches a heartbeat every ``AIRFLOWLESS_HEARTBEAT_S`` seconds
+(default 5, :mod:`airflowless.settings`). A reader
 decides:
 
 - same host: the driver is alive while a process with that pid exists and
   started at the recorded time (so a reused pid does not count);
 - another host (or no pid recorded): alive while the heartbeat is younger than
-  :data:`HEARTBEAT_TIMEOUT_S`.
+  ``AIRFLOWLESS_HEARTBEAT_TIMEOUT_S`` (default 60).
 
 >>> me = this_driver()
 >>> driver_alive(me, heartbeat_at=None, now=0.0)
@@ -21,13 +22,9 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["HEARTBEAT_S", "HEARTBEAT_TIMEOUT_S", "Driver", "this_driver", "driver_alive", "alive_since"]
+from ..settings import get_settings
 
-HEARTBEAT_S = 5.0
-"""How often a running driver touches its run's heartbeat."""
-
-HEARTBEAT_TIMEOUT_S = 60.0
-"""A driver on another host whose heartbeat is older than this is taken as gone."""
+__all__ = ["Driver", "this_driver", "driver_alive", "alive_since"]
 
 _START_TOLERANCE_S = 1.0  # process start times are derived from clock ticks since boot
 
@@ -91,4 +88,4 @@ def driver_alive(driver: Driver, *, heartbeat_at: datetime | float | None, now: 
     if heartbeat_at is None:
         return False
     beat = heartbeat_at.timestamp() if isinstance(heartbeat_at, datetime) else heartbeat_at
-    return now - beat <= HEARTBEAT_TIMEOUT_S
+    return now - beat <= get_settings().heartbeat_timeout_s

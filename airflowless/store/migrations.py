@@ -4,18 +4,24 @@ Each migration is a numbered function of a connection. Opening a store applies
 the ones its database has not seen, under a lock, so two processes opening the
 same fresh database do not both create it. Append new migrations; never edit
 one that has shipped.
+
+To add a migration: the new tables or columns in :mod:`.schema`, then a
+:class:`Migration` with the next number at the end of :data:`MIGRATIONS`
+(``_create`` for tables, ``_add_columns`` for columns), and a test that opens a
+record written at the previous version (as ``tests/store/test_lifecycle.py`` does for
+migration 4).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from sqlalchemy import Connection, Engine, inspect, select, text
 
 from ..errors import StoreError
 from . import schema
+from .clock import utc_now
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "migrate"]
 
@@ -143,7 +149,7 @@ def migrate(engine: Engine) -> int:
             conn.execute(
                 schema.schema_version.insert().values(
                     version=migration.version,
-                    applied_at=datetime.now(timezone.utc),
+                    applied_at=utc_now(),
                     description=migration.description,
                 )
             )

@@ -10,22 +10,18 @@ is the newest of its rows: moving one writes a row, so its history is kept.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, select
 
 from ..errors import ConfigError
 from . import schema
+from .clock import aware, utc_now
 from .service import _lock as _lock_with
 
 __all__ = ["ModelRecords"]
 
 _REGISTRY_LOCK = 7412203  # PostgreSQL advisory lock of version numbers and aliases
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _lock(conn: Connection) -> None:
@@ -40,7 +36,7 @@ class ModelRecords:
                              description: str | None = None, lineage: dict[str, Any] | None = None) -> int:
         """Record a new version of model ``name`` (the model too, if it is new); its version number."""
         models, versions = schema.registered_models, schema.model_versions
-        now = _now()
+        now = utc_now()
         with self.engine.begin() as conn:
             _lock(conn)
             model_id = conn.execute(select(models.c.id).where(models.c.name == name)).scalar()
@@ -99,7 +95,7 @@ class ModelRecords:
                     versions.c.model_id == row["id"])).one()
                 found.append({"name": row["name"], "description": row["description"], "latest_version": numbers[0],
                               "versions": int(numbers[1]), "aliases": _aliases(conn, row["id"]),
-                              "created_at": _aware(row["created_at"]), "updated_at": _aware(row["updated_at"])})
+                              "created_at": aware(row["created_at"]), "updated_at": aware(row["updated_at"])})
         return found
 
     def set_model_alias(self, name: str, alias: str, version: int | None) -> None:
@@ -116,7 +112,7 @@ class ModelRecords:
                                   f"{list(numbers)}")
             if version is None and _alias_version(conn, model_id, alias) is None:
                 raise ConfigError(f"model {name!r} has no alias {alias!r} to remove")
-            now = _now()
+            now = utc_now()
             conn.execute(aliases.insert().values(model_id=model_id, alias=alias, version=version, set_at=now))
             conn.execute(models.update().where(models.c.id == model_id).values(updated_at=now))
 
@@ -127,7 +123,7 @@ class ModelRecords:
             model_id = _model_id(conn, name)
             rows = conn.execute(select(aliases.c.version, aliases.c.set_at).where(and_(
                 aliases.c.model_id == model_id, aliases.c.alias == alias)).order_by(aliases.c.id.desc())).all()
-        return [{"version": row.version, "set_at": _aware(row.set_at)} for row in rows]
+        return [{"version": row.version, "set_at": aware(row.set_at)} for row in rows]
 
     def delete_model_version(self, name: str, version: int) -> None:
         """Remove version ``version`` of model ``name`` from the record; refused while an alias points at it."""
@@ -186,12 +182,7 @@ def _version(row: Any, name: str, aliases: dict[str, int]) -> dict[str, Any]:
     data.pop("id")
     data.pop("model_id")
     data["name"] = name
-    data["created_at"] = _aware(data["created_at"])
+    data["created_at"] = aware(data["created_at"])
     data["aliases"] = sorted(alias for alias, at in aliases.items() if at == data["version"])
     return data
 
-
-def _aware(value: datetime | None) -> datetime | None:
-    from .store import _aware as aware
-
-    return aware(value)

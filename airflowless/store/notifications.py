@@ -11,20 +11,17 @@ whatever number of services look, and however often, each goes out once.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from . import schema
-from .service import _aware, _lock, _record
+from .clock import aware, utc_now
+from .service import _lock, _record
 
 __all__ = ["NotificationRecords"]
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class NotificationRecords:
@@ -37,7 +34,7 @@ class NotificationRecords:
         from ..service.notify import due_events, message
 
         table, runs, sent = schema.pipeline_deployments, schema.pipeline_runs, schema.notifications
-        now = now or _now()
+        now = now or utc_now()
         claimed: list[dict[str, Any]] = []
         with self.engine.begin() as conn:
             notifying = [row for row in conn.execute(select(table).where(table.c.notify.is_not(None))).mappings()
@@ -72,7 +69,7 @@ class NotificationRecords:
                     nested = conn.begin_nested()
                     try:
                         result = conn.execute(sent.insert().values(run_id=run.id, event=event, channel=channel,
-                                                                   status="sending", attempts=0, created_at=_now()))
+                                                                   status="sending", attempts=0, created_at=utc_now()))
                     except IntegrityError:  # another service wrote it first: it sends it
                         nested.rollback()
                         continue
@@ -91,14 +88,14 @@ class NotificationRecords:
         with self.engine.begin() as conn:
             conn.execute(table.update().where(table.c.id == notification_id).values(
                 status="sent" if sent else "failed", attempts=attempts, error=error,
-                sent_at=_now() if sent else None))
+                sent_at=utc_now() if sent else None))
 
     def notifications_of(self, run_id: int) -> list[dict[str, Any]]:
         """What was sent (or tried) about run ``run_id``: event, channel (a secret's name), status, error."""
         table = schema.notifications
         with self.engine.begin() as conn:
             rows = conn.execute(select(table).where(table.c.run_id == run_id).order_by(table.c.id)).mappings().all()
-        return [{**dict(row), "created_at": _aware(row["created_at"]), "sent_at": _aware(row["sent_at"])}
+        return [{**dict(row), "created_at": aware(row["created_at"]), "sent_at": aware(row["sent_at"])}
                 for row in rows]
 
 
@@ -109,7 +106,7 @@ class NotificationRecords:
         with self.engine.begin() as conn:
             rows = conn.execute(select(table).where(table.c.deployment_id == deployment_id)
                                 .order_by(table.c.id.desc()).limit(limit)).mappings().all()
-        return [{**dict(row), **{k: _aware(row[k]) for k in ("since", "created_at", "sent_at")}} for row in rows]
+        return [{**dict(row), **{k: aware(row[k]) for k in ("since", "created_at", "sent_at")}} for row in rows]
 
 
 def _claim_data_late(conn: Any, row: Any, now: datetime) -> list[dict[str, Any]]:
@@ -124,8 +121,8 @@ def _claim_data_late(conn: Any, row: Any, now: datetime) -> list[dict[str, Any]]
     if not expect:
         return []
     runs, alerts = schema.pipeline_runs, schema.deployment_alerts
-    last = _aware(conn.execute(select(func.max(runs.c.created_at)).where(runs.c.deployment_id == row["id"])).scalar())
-    changed = _aware(row["updated_at"])
+    last = aware(conn.execute(select(func.max(runs.c.created_at)).where(runs.c.deployment_id == row["id"])).scalar())
+    changed = aware(row["updated_at"])
     assert changed is not None
     since = max(last, changed) if last is not None else changed
     if (now - since).total_seconds() < expect:
@@ -138,7 +135,7 @@ def _claim_data_late(conn: Any, row: Any, now: datetime) -> list[dict[str, Any]]
         try:
             result = conn.execute(alerts.insert().values(deployment_id=row["id"], event="on_late_data",
                                                          channel=label(rule), since=since, status="sending",
-                                                         attempts=0, created_at=_now()))
+                                                         attempts=0, created_at=utc_now()))
         except IntegrityError:  # told already (by this service or another) for this silence
             nested.rollback()
             continue

@@ -10,11 +10,15 @@ decides this when it reads the row (see :mod:`.liveness`). Rows written before
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-__all__ = ["RunRecord", "StageRecord", "RunStatus", "StageStatus", "ExperimentStatus"]
+from .clock import aware
+from .liveness import Driver, driver_alive
+
+__all__ = ["RunRecord", "StageRecord", "RunStatus", "StageStatus", "ExperimentStatus", "run_from_row"]
 
 
 class RunStatus:
@@ -132,3 +136,20 @@ class RunRecord:
             if record.node == node:
                 return record
         raise KeyError(f"run {self.id} has no stage {node!r}; it has {[s.node for s in self.stages]}")
+
+
+def run_from_row(row: Any, stages: list[StageRecord]) -> RunRecord:
+    """A ``runs`` row as users should see it: legacy words mapped, a dead driver's run ``abandoned``."""
+    data = dict(row)
+    for key in ("created_at", "finished_at", "heartbeat_at", "interval_start", "interval_end", "claimed_at",
+                "started_at"):
+        data[key] = aware(data[key])
+    data["status"] = RunStatus.LEGACY.get(data["status"], data["status"])
+    if data["status"] == RunStatus.RUNNING:
+        driver = Driver(data["driver_host"], data["driver_pid"], data["driver_started"])
+        if not driver_alive(driver, heartbeat_at=data["heartbeat_at"] or data["created_at"], now=time.time()):
+            data["status"] = RunStatus.ABANDONED
+            data["error"] = data["error"] or "the driver died before the run ended"
+            stages = [replace(s, status=StageStatus.ABANDONED) if s.status in StageStatus.UNSETTLED else s
+                      for s in stages]
+    return RunRecord(**data, stages=stages)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, and_, or_, select, text
@@ -36,8 +36,9 @@ from sqlalchemy.exc import IntegrityError
 
 from ..errors import ConfigError, ResumeError
 from . import schema
+from .clock import aware, utc_now
 from .liveness import Driver, driver_alive
-from .records import RunRecord, RunStatus
+from .records import RunRecord, RunStatus, run_from_row
 
 if TYPE_CHECKING:
     from ..service.schedules import Schedule
@@ -59,10 +60,6 @@ class Trigger:
     MANUAL = "manual"
     AFTER = "after"  # another deployment's run ended
     FILES = "files"  # a new file or partition (airflowless.service.files)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _lock(conn: Connection, key: int = _QUEUE_LOCK) -> None:
@@ -94,7 +91,7 @@ class ServiceRecords:
         ``conditions``: its runs start only when they hold (:mod:`airflowless.service.conditions`).
         ``expect_every_s``: no run started for that long means its data is late (notified).
         """
-        now = now or _now()
+        now = now or utc_now()
         table = schema.pipeline_deployments
         triggers = [what for what, given in (("a schedule", schedule), ("--after", after), ("--on-new-files", on_files))
                     if given is not None]
@@ -156,9 +153,9 @@ class ServiceRecords:
 
         deployment = self.get_pipeline_deployment(name)
         table = schema.pipeline_deployments
-        values: dict[str, Any] = {"paused": int(paused), "updated_at": _now()}
+        values: dict[str, Any] = {"paused": int(paused), "updated_at": utc_now()}
         if not paused and deployment["schedule"] and not deployment["catchup"]:
-            values["next_due_at"] = Schedule.from_json(deployment["schedule"]).next_after(now or _now())
+            values["next_due_at"] = Schedule.from_json(deployment["schedule"]).next_after(now or utc_now())
         with self.engine.begin() as conn:
             conn.execute(table.update().where(table.c.id == deployment["id"]).values(**values))
 
@@ -166,7 +163,7 @@ class ServiceRecords:
         """Say why the service cannot run a deployment (None: it can again)."""
         table = schema.pipeline_deployments
         with self.engine.begin() as conn:
-            conn.execute(table.update().where(table.c.id == deployment_id).values(broken=error, updated_at=_now()))
+            conn.execute(table.update().where(table.c.id == deployment_id).values(broken=error, updated_at=utc_now()))
 
     # -- pools -----------------------------------------------------------------
     def set_pool(self, name: str, slots: int) -> None:
@@ -176,9 +173,9 @@ class ServiceRecords:
         table = schema.pools
         with self.engine.begin() as conn:
             if conn.execute(select(table.c.name).where(table.c.name == name)).first() is None:
-                conn.execute(table.insert().values(name=name, slots=slots, updated_at=_now()))
+                conn.execute(table.insert().values(name=name, slots=slots, updated_at=utc_now()))
             else:
-                conn.execute(table.update().where(table.c.name == name).values(slots=slots, updated_at=_now()))
+                conn.execute(table.update().where(table.c.name == name).values(slots=slots, updated_at=utc_now()))
 
     def list_pools(self) -> dict[str, dict[str, int]]:
         """Pool name -> its slots and the runs holding one now."""
@@ -226,7 +223,7 @@ class ServiceRecords:
                                                         table.c.broken.is_(None)))).mappings().all()
             for row in due:
                 schedule = Schedule.from_json(row["schedule"])
-                first: datetime = _aware(row["next_due_at"])  # type: ignore[assignment]
+                first: datetime = aware(row["next_due_at"])  # type: ignore[assignment]
                 if row["catchup"]:
                     ticks = [first, *itertools.islice(schedule.ticks(first, now), CATCHUP_LIMIT)]
                 else:  # the latest tick that is due
@@ -299,7 +296,7 @@ class ServiceRecords:
         others say why they wait. Every queued run is considered, so runs held by a full pool or a limit
         never block those behind them."""
         runs, deployments, backfills = schema.pipeline_runs, schema.pipeline_deployments, schema.backfills
-        now = now or _now()
+        now = now or utc_now()
         claimed: list[int] = []
         with self.engine.begin() as conn:
             _lock(conn)
@@ -360,14 +357,14 @@ class ServiceRecords:
         runs = schema.pipeline_runs
         with self.engine.begin() as conn:
             conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED)).values(
-                driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started, heartbeat_at=_now()))
+                driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started, heartbeat_at=utc_now()))
 
     def take_queued_run(self, run_id: int, *, module: str, params: dict[str, Any], driver: Driver,
                         address: str | None) -> None:
         """The driver takes queued run ``run_id``: it is ``running`` from now; :class:`ResumeError` if it is
         not queued any more (cancelled, or another driver took it)."""
         runs = schema.pipeline_runs
-        now = _now()
+        now = utc_now()
         with self.engine.begin() as conn:
             taken = conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED))
                                  .values(status=RunStatus.RUNNING, started_at=now, module=module, params=params,
@@ -384,7 +381,7 @@ class ServiceRecords:
         runs = schema.pipeline_runs
         with self.engine.begin() as conn:
             done = conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED))
-                                .values(status=RunStatus.CANCELLED, error=reason, finished_at=_now()))
+                                .values(status=RunStatus.CANCELLED, error=reason, finished_at=utc_now()))
         return done.rowcount == 1
 
     def fail_queued_run(self, run_id: int, error: str) -> bool:
@@ -392,7 +389,7 @@ class ServiceRecords:
         runs = schema.pipeline_runs
         with self.engine.begin() as conn:
             done = conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED))
-                                .values(status=RunStatus.FAILED, error=error, finished_at=_now()))
+                                .values(status=RunStatus.FAILED, error=error, finished_at=utc_now()))
         return done.rowcount == 1
 
     def release_orphans(self, *, now: float | None = None) -> list[int]:
@@ -457,7 +454,7 @@ class ServiceRecords:
             _lock(conn)
             backfill_id = int(conn.execute(schema.backfills.insert().values(
                 deployment_id=deployment["id"], start=start, end=end, max_active_runs=max_active_runs,
-                rerun=int(rerun), status="running", created_at=_now())).inserted_primary_key[0])  # type: ignore[index]
+                rerun=int(rerun), status="running", created_at=utc_now())).inserted_primary_key[0])  # type: ignore[index]
             for tick in ticks:
                 interval = schedule.interval(tick)
                 earlier = conn.execute(select(runs.c.status, runs.c.rerun).where(and_(
@@ -490,14 +487,14 @@ class ServiceRecords:
         """Record a service starting (its host, pid, start time); its id."""
         with self.engine.begin() as conn:
             result = conn.execute(schema.services.insert().values(
-                host=driver.host, pid=driver.pid, started=driver.started, address=address, heartbeat_at=_now()))
+                host=driver.host, pid=driver.pid, started=driver.started, address=address, heartbeat_at=utc_now()))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def service_heartbeat(self, service_id: int, *, stopped: bool = False) -> None:
         table = schema.services
-        values: dict[str, Any] = {"heartbeat_at": _now()}
+        values: dict[str, Any] = {"heartbeat_at": utc_now()}
         if stopped:
-            values["stopped_at"] = _now()
+            values["stopped_at"] = utc_now()
         with self.engine.begin() as conn:
             conn.execute(table.update().where(table.c.id == service_id).values(**values))
 
@@ -516,7 +513,7 @@ def _insert_queued(conn: Connection, pipeline: str, *, target: str, params: dict
     """Write a queued run; None if its deployment's interval (and rerun), or its upstream run, has one already."""
     upstream_run = max(upstream.values()) if upstream else None
     values = dict(pipeline=pipeline, module=target, target=target, params=params, status=RunStatus.QUEUED,
-                  created_at=_now(), trigger=trigger, deployment_id=deployment_id, priority=priority, pool=pool,
+                  created_at=utc_now(), trigger=trigger, deployment_id=deployment_id, priority=priority, pool=pool,
                   interval_start=interval[0] if interval else None, interval_end=interval[1] if interval else None,
                   rerun=rerun, backfill_id=backfill_id, queue_reason="waiting for the service",
                   upstream_run=upstream_run, upstream_runs=upstream, trigger_detail=detail)
@@ -599,7 +596,7 @@ def _check_conditions(conn: Connection, row: Any, conditions: list[dict[str, Any
         if found is not None:
             earlier = _record(found)
             previous = (earlier.id, earlier.status)
-    due: datetime = _aware(row["interval_end"] or row["created_at"])  # type: ignore[assignment]
+    due: datetime = aware(row["interval_end"] or row["created_at"])  # type: ignore[assignment]
     return verdict(conditions, due=due, zone=zone, previous=previous)
 
 
@@ -618,7 +615,7 @@ def _active_counts(conn: Connection, now: float) -> tuple[dict[int, int], dict[i
     for row in rows:
         if row.status == RunStatus.RUNNING and not driver_alive(
                 Driver(row.driver_host, row.driver_pid, row.driver_started),
-                heartbeat_at=_aware(row.heartbeat_at or row.created_at), now=now):
+                heartbeat_at=aware(row.heartbeat_at or row.created_at), now=now):
             continue  # abandoned
         if row.backfill_id is not None:
             by_backfill[row.backfill_id] = by_backfill.get(row.backfill_id, 0) + 1
@@ -651,27 +648,19 @@ def _live_services(conn: Connection, now: float) -> set[int]:
     table = schema.services
     rows = conn.execute(select(table).where(table.c.stopped_at.is_(None))).mappings().all()
     return {row["id"] for row in rows
-            if driver_alive(Driver(row["host"], row["pid"], row["started"]), heartbeat_at=_aware(row["heartbeat_at"]),
+            if driver_alive(Driver(row["host"], row["pid"], row["started"]), heartbeat_at=aware(row["heartbeat_at"]),
                             now=now)}
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    from .store import _aware as aware
-
-    return aware(value)
 
 
 def _deployment(row: Any) -> dict[str, Any]:
     data = dict(row)
     for key in ("next_due_at", "created_at", "updated_at"):
-        data[key] = _aware(data[key])
+        data[key] = aware(data[key])
     data["paused"], data["catchup"] = bool(data["paused"]), bool(data["catchup"])
     return data
 
 
 def _record(row: Any) -> RunRecord:
-    from .store import Store
-
-    return Store._run(row, [])
+    return run_from_row(row, [])
 
 

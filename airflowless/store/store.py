@@ -16,25 +16,24 @@ compare-and-set on its row, so two processes never resume the same run at once.
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, bindparam, desc, func, select
 from sqlalchemy.engine import make_url
 
-from ..errors import ResumeError, StoreError
+from ..errors import ConfigError, ResumeError, StoreError
 from ..jsonsafe import require_finite
 from . import schema
+from .clock import aware, utc_now
 from .deployments import DeploymentRecords
 from .engine import make_engine
 from .experiments import ExperimentRecords
-from .liveness import Driver, driver_alive, this_driver
+from .liveness import Driver, this_driver
 from .migrations import migrate
 from .models import ModelRecords
 from .notifications import NotificationRecords
-from .records import RunRecord, RunStatus, StageRecord, StageStatus
+from .records import RunRecord, RunStatus, StageRecord, StageStatus, run_from_row
 from .service import ServiceRecords
 from .triggers import TriggerRecords
 
@@ -45,18 +44,6 @@ _STAGE_FIELDS = {
     "status", "task_key", "attempts", "worker", "started_at", "finished_at", "duration_s",
     "output_uri", "output_summary", "reused_from_run", "error", "traceback", "upstream", "log_uri",
 }
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    # SQLite returns naive datetimes; everything we write is UTC. PostgreSQL
-    # returns them in the session's time zone.
-    if value is None:
-        return None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def _to_utc(fields: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +90,7 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
         """
         require_finite(params, what="parameter")
         driver = driver or this_driver()
-        now = _now()
+        now = utc_now()
         with self.engine.begin() as conn:
             earlier = None if resumed_from is None else self._claimable(conn, resumed_from)
             result = conn.execute(
@@ -133,7 +120,7 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
         row = conn.execute(select(schema.pipeline_runs).where(schema.pipeline_runs.c.id == run_id)).mappings().first()
         if row is None:
             raise KeyError(f"no run with id {run_id} in the store at {self.url}")
-        earlier = self._run(row, [])
+        earlier = run_from_row(row, [])
         if earlier.status == RunStatus.RUNNING:
             raise ResumeError(
                 f"run {run_id} is still running (driver pid {earlier.driver_pid} on {earlier.driver_host}); "
@@ -143,7 +130,7 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
             claimer = conn.execute(
                 select(schema.pipeline_runs).where(schema.pipeline_runs.c.id == earlier.resumed_by)
             ).mappings().first()
-            if claimer is not None and self._run(claimer, []).status == RunStatus.RUNNING:
+            if claimer is not None and run_from_row(claimer, []).status == RunStatus.RUNNING:
                 raise ResumeError(
                     f"run {run_id} is being resumed by run {earlier.resumed_by} (driver pid "
                     f"{claimer['driver_pid']} on {claimer['driver_host']}); wait for that run, or resume it instead"
@@ -156,7 +143,7 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
         seen = table.c.resumed_by.is_(None) if earlier.resumed_by is None else table.c.resumed_by == earlier.resumed_by
         fields: dict[str, Any] = {"resumed_by": run_id}
         if earlier.status == RunStatus.ABANDONED:  # say so for good now that another run takes over
-            fields.update(status=RunStatus.ABANDONED, finished_at=earlier.finished_at or _now(),
+            fields.update(status=RunStatus.ABANDONED, finished_at=earlier.finished_at or utc_now(),
                           error=earlier.error or "the driver died before the run ended")
         claimed = conn.execute(table.update().where(and_(table.c.id == earlier.id, seen)).values(**fields))
         if claimed.rowcount != 1:
@@ -170,7 +157,7 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
 
     def heartbeat(self, run_id: int) -> None:
         """The driver of ``run_id`` is alive (called every few seconds while it runs)."""
-        self.update_run(run_id, heartbeat_at=_now())
+        self.update_run(run_id, heartbeat_at=utc_now())
 
     def finish_run(self, run_id: int, status: str, *, error: str | None = None,
                    stage_error: str | None = None) -> None:
@@ -181,18 +168,18 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
         (``cancelled`` if the run was).
         """
         if status not in RunStatus.TERMINAL:
-            raise ValueError(f"a finished run's status is one of {sorted(RunStatus.TERMINAL)}, got {status!r}")
+            raise ConfigError(f"a finished run's status is one of {sorted(RunStatus.TERMINAL)}, got {status!r}")
         with self.engine.begin() as conn:
             if status != RunStatus.SUCCEEDED:
                 pending = StageStatus.SKIPPED if status == RunStatus.FAILED else status
                 self._settle_stages(conn, run_id, status, pending, stage_error or error or f"the run ended {status}")
             conn.execute(schema.pipeline_runs.update().where(schema.pipeline_runs.c.id == run_id)
-                         .values(status=status, error=error, finished_at=_now()))
+                         .values(status=status, error=error, finished_at=utc_now()))
 
     @staticmethod
     def _settle_stages(conn: Connection, run_id: int, running: str, pending: str, error: str) -> None:
         table = schema.stage_runs
-        now = _now()
+        now = utc_now()
         for before, after in ((StageStatus.RUNNING, running), (StageStatus.PENDING, pending)):
             conn.execute(table.update().where(and_(table.c.run_id == run_id, table.c.status == before))
                          .values(status=after, finished_at=now, error=error))
@@ -219,7 +206,7 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
                 .where(schema.stage_runs.c.run_id == run_id)
                 .order_by(schema.stage_runs.c.id)
             ).mappings().all()
-        return self._run(row, [self._stage(s) for s in stages])
+        return run_from_row(row, [self._stage(s) for s in stages])
 
     def list_runs(self, *, limit: int = 50, pipeline: str | None = None) -> list[RunRecord]:
         """The latest runs first (without their stages)."""
@@ -228,7 +215,7 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
             query = query.where(schema.pipeline_runs.c.pipeline == pipeline)
         with self.engine.begin() as conn:
             rows = conn.execute(query).mappings().all()
-        return [self._run(row, []) for row in rows]
+        return [run_from_row(row, []) for row in rows]
 
     def count_runs(self) -> int:
         with self.engine.begin() as conn:
@@ -300,25 +287,8 @@ class Store(ExperimentRecords, DeploymentRecords, ServiceRecords, TriggerRecords
         data = dict(row)
         data.pop("id", None)
         for key in ("started_at", "finished_at"):
-            data[key] = _aware(data[key])
+            data[key] = aware(data[key])
         return StageRecord(**data)
-
-    @staticmethod
-    def _run(row: Any, stages: list[StageRecord]) -> RunRecord:
-        """The run as users should see it: legacy words mapped, a dead driver's run ``abandoned``."""
-        data = dict(row)
-        for key in ("created_at", "finished_at", "heartbeat_at", "interval_start", "interval_end", "claimed_at",
-                    "started_at"):
-            data[key] = _aware(data[key])
-        data["status"] = RunStatus.LEGACY.get(data["status"], data["status"])
-        if data["status"] == RunStatus.RUNNING:
-            driver = Driver(data["driver_host"], data["driver_pid"], data["driver_started"])
-            if not driver_alive(driver, heartbeat_at=data["heartbeat_at"] or data["created_at"], now=time.time()):
-                data["status"] = RunStatus.ABANDONED
-                data["error"] = data["error"] or "the driver died before the run ended"
-                stages = [replace(s, status=StageStatus.ABANDONED) if s.status in StageStatus.UNSETTLED else s
-                          for s in stages]
-        return RunRecord(**data, stages=stages)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -13,7 +13,6 @@ match that has no row: nothing that landed meanwhile is missed.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, and_, select
@@ -21,16 +20,13 @@ from sqlalchemy.exc import IntegrityError
 
 from ..errors import ConfigError
 from . import schema
+from .clock import aware, utc_now
 from .service import Trigger, _insert_queued, _lock
 
 if TYPE_CHECKING:
     from ..service.files import Match
 
 __all__ = ["TriggerRecords"]
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class TriggerRecords:
@@ -73,7 +69,7 @@ class TriggerRecords:
         if fresh:
             with self.engine.begin() as conn:
                 conn.execute(table.insert(), [dict(deployment_id=deployment_id, key=m.key, status="existing",
-                                                   run_id=None, files=m.files, newest=m.newest, seen_at=_now())
+                                                   run_id=None, files=m.files, newest=m.newest, seen_at=utc_now())
                                               for m in fresh])
         return len(fresh)
 
@@ -96,7 +92,7 @@ class TriggerRecords:
                                         pool=deployment["pool"], interval=None, rerun=0, backfill_id=None,
                                         detail=detail)
                 conn.execute(table.insert(), [dict(deployment_id=deployment["id"], key=m.key, status="taken",
-                                                   run_id=run_id, files=m.files, newest=m.newest, seen_at=_now())
+                                                   run_id=run_id, files=m.files, newest=m.newest, seen_at=utc_now())
                                               for m in matches])
             except IntegrityError:  # another service took one of them between our look and our write
                 nested.rollback()
@@ -119,8 +115,7 @@ class TriggerRecords:
             rows = conn.execute(select(table).where(and_(table.c.deployment_id == deployment["id"],
                                                          table.c.status == "taken"))
                                 .order_by(table.c.id.desc()).limit(limit)).mappings().all()
-        from .store import _aware
 
         return {"taken": int(counts.get("taken", 0)), "existing": int(counts.get("existing", 0)),
                 "last": [{"key": row["key"], "run_id": row["run_id"], "files": row["files"],
-                          "seen_at": _aware(row["seen_at"])} for row in rows]}
+                          "seen_at": aware(row["seen_at"])} for row in rows]}

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AirflowlessError
+from ..errors import AirflowlessError, UsageError
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -96,7 +96,7 @@ class Session:
         from .checkpoint import persist_directory
 
         if not isinstance(metrics, dict):
-            raise TypeError(f"report takes a dict of metrics, got {type(metrics).__name__}")
+            raise UsageError(f"report takes a dict of metrics, got {type(metrics).__name__}")
         self.iteration += 1
         if not send:
             if self.should_stop is not None and self.should_stop():

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import ConfigError, TrainingDataError
 from .checkpoint import Checkpoint
 from .context import _session, get_context
-from .trainer import BaseTrainer
+from .trainer import BaseTrainer, FitRun
 
 __all__ = ["GBDTTrainer", "features_and_label", "frame_bytes", "shared_matrices", "PREPROCESSOR_FILE",
            "load_preprocessor", "report_model"]
@@ -170,13 +170,13 @@ class GBDTTrainer(BaseTrainer):
                     f"{len(rows)} rank(s) that use it; got {sum(rows.values())} row(s) in all, none for "
                     f"rank(s) {empty}: give it more rows, or fewer ranks (ScalingConfig(num_workers=...))")
 
-    def _loop_config(self) -> dict[str, Any]:
+    def _loop_config(self, run: FitRun) -> dict[str, Any]:
         return {"label_column": self.label_column, "params": dict(self.params),
                 "num_boost_round": self.num_boost_round, "checkpoint_frequency": self.checkpoint_frequency,
                 "datasets": list(self.datasets), "preprocessor": self.preprocessor,
                 "nthread": max(1, int(self.scaling_config.rank_resources.get("CPU", 1))),
-                "prepared": None if self._prepared_key is None or self._layout is None
-                else {"entry": self._prepared_key, "layout": self._layout}}
+                "prepared": None if run.prepared_key is None or run.layout is None
+                else {"entry": run.prepared_key, "layout": run.layout}}
 
     def _config_for_record(self) -> dict[str, Any]:
         return {**super()._config_for_record(), "label_column": self.label_column, "params": self.params,

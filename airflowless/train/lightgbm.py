@@ -32,6 +32,7 @@ from .backends.lightgbm import LightGBMBackend
 from .checkpoint import Checkpoint
 from .context import _session, get_checkpoint, get_context, get_dataset_shard
 from .gbdt import GBDTTrainer, features_and_label, frame_bytes, report_model, shared_matrices
+from .trainer import FitRun
 
 __all__ = ["LightGBMTrainer", "MODEL_FILE", "binning_params", "dataset_bytes", "scoring_ranks"]
 
@@ -179,14 +180,14 @@ class LightGBMTrainer(GBDTTrainer):
     def _loop(self) -> Any:
         return _lightgbm_loop
 
-    def _loop_config(self) -> dict[str, Any]:
-        return {**super()._loop_config(),
+    def _loop_config(self, run: FitRun) -> dict[str, Any]:
+        return {**super()._loop_config(run),
                 "scoring_ranks": scoring_ranks(list(self.datasets), self.scaling_config.num_workers)}
 
-    def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str]) -> list[dict[str, Any]]:
+    def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str], run: FitRun) -> list[dict[str, Any]]:
         # The training rows are divided among the ranks; each evaluation dataset goes
         # whole to the rank that scores it (see the module's docstring).
-        assigned = super()._shards(client, {"train": datasets["train"]}, workers)
+        assigned = super()._shards(client, {"train": datasets["train"]}, workers, run)
         for name, rank in scoring_ranks(list(datasets), len(workers)).items():
             plan = datasets[name]
             assigned[rank][name] = (list(plan.blocks), sum(plan.rows))

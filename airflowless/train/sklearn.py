@@ -30,7 +30,7 @@ from .checkpoint import Checkpoint
 from .config import RunConfig, ScalingConfig
 from .context import get_dataset_shard
 from .gbdt import features_and_label, report_model
-from .trainer import BaseTrainer
+from .trainer import BaseTrainer, FitRun
 
 __all__ = ["SklearnTrainer", "MODEL_FILE"]
 
@@ -161,7 +161,7 @@ class SklearnTrainer(BaseTrainer):
     def _loop(self) -> Callable[..., Any]:
         return _sklearn_loop
 
-    def _loop_config(self) -> dict[str, Any]:
+    def _loop_config(self, run: FitRun) -> dict[str, Any]:
         parallelize = self.parallelize_cv
         if parallelize is None:
             parallelize = self.cv is not None and not _runs_jobs(self.estimator)

@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -31,7 +32,7 @@ from .recorder import Recorder, StoreRecorder
 from .result import Result
 from .worker_group import RankSpec, WorkerGroup, pickle_code
 
-__all__ = ["BaseTrainer", "DataParallelTrainer"]
+__all__ = ["BaseTrainer", "DataParallelTrainer", "FitRun"]
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +59,23 @@ class FitSeconds(dict[str, float]):
                 self[outer] = self.get(outer, 0.0) - took
 
 
+@dataclass
+class FitRun:
+    """One fit's own state: made by :meth:`BaseTrainer.fit_with_recorder` and passed to the steps of that fit,
+    never kept on the trainer (a Tuner's trials are trainers made from one)."""
+
+    scope: str | None = None  # the experiment a Tune trial belongs to (prepared data is shared in it)
+    seconds: FitSeconds = field(default_factory=FitSeconds)
+    prepared_key: str | None = None  # the prepared entry this fit trains on (None: not shared)
+    layout: str | None = None  # which blocks each rank of the current attempt trains on
+
+
 class BaseTrainer:
     """What every trainer shares: configs, datasets, preprocessor, fit()."""
 
     _backend: Backend = Backend()
-    _prepared_scope: str | None = None  # the experiment a Tune trial belongs to (prepared data is shared in it)
-    _prepared_key: str | None = None  # the prepared entry this fit trains on (None: not shared)
-    _layout: str | None = None  # which blocks each rank of the current attempt trains on
     last_fit_seconds: FitSeconds | dict[str, float] = {}
+    """Where the last fit's time went (its :class:`FitRun`'s seconds), for benchmarks and tests."""
 
     def __init__(self, *, scaling_config: ScalingConfig | None = None, run_config: RunConfig | None = None,
                  datasets: dict[str, Any] | None = None, preprocessor: Any = None,
@@ -96,7 +106,7 @@ class BaseTrainer:
     def _loop(self) -> Callable[..., Any]:
         raise NotImplementedError
 
-    def _loop_config(self) -> dict[str, Any] | None:
+    def _loop_config(self, run: FitRun) -> dict[str, Any] | None:
         return None
 
     def _config_for_record(self) -> dict[str, Any]:
@@ -131,13 +141,14 @@ class BaseTrainer:
         return result
 
     def fit_with_recorder(self, recorder: Recorder, *, storage_dir: str | None = None, name: str | None = None,
-                          start_step: int = 0) -> Result:
+                          start_step: int = 0, scope: str | None = None) -> Result:
         """Train, sending the run's start, reports and end to ``recorder``; return the :class:`Result`.
 
         The public seam Tune uses for a Trainer trial; ``fit`` is this with a
         :class:`StoreRecorder`, raising a ``TrainingFailedError`` instead of
         returning it. Reports are numbered on from ``start_step`` (a trial
         resumed from its checkpoint); ``recorder.should_stop()`` ends the run early.
+        Fits of one ``scope`` (a Tune experiment's trials) share their prepared data.
 
         >>> trainer.fit_with_recorder(StoreRecorder(), name="trial_0001")   # doctest: +SKIP
         Result(...)
@@ -148,7 +159,8 @@ class BaseTrainer:
         name = name or self.run_config.name or (
             f"{type(self).__name__}_{dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{uuid.uuid4().hex[:4]}")
         storage_dir = storage_dir or f"{(self.run_config.storage_path or get_settings().storage).rstrip('/')}/{name}"
-        seconds = self.last_fit_seconds = FitSeconds()
+        run = FitRun(scope)
+        seconds = self.last_fit_seconds = run.seconds
         began = time.perf_counter()
         with cluster_client() as client:
             group_args = dict(client=client, name=type(self).__name__, num_workers=self.scaling_config.num_workers,
@@ -161,11 +173,11 @@ class BaseTrainer:
             self._tell_callbacks("on_start", name, self._config_for_record(), storage_dir)
             try:
                 with seconds.phase("data"):
-                    datasets = self._prepare_datasets(client)
+                    datasets = self._prepare_datasets(client, run)
                     self._check_datasets(datasets)
                 with seconds.phase("records"):
                     recording.wait()  # before the first report
-                result = self._run_attempts(client, group_args, datasets, recorder, storage_dir, name, start_step)
+                result = self._run_attempts(client, group_args, datasets, recorder, storage_dir, name, start_step, run)
             except BaseException as exc:  # the record never says "running" for a fit that left
                 with contextlib.suppress(BaseException):  # its start ended (if it failed, exc says so)
                     recording.wait()
@@ -188,7 +200,7 @@ class BaseTrainer:
             if method is not None:
                 method(*args)
 
-    def _prepare_datasets(self, client: Any) -> dict[str, Any]:
+    def _prepare_datasets(self, client: Any, run: FitRun) -> dict[str, Any]:
         """Fit the preprocessor on ``train``, transform every dataset, and materialize them on the cluster.
 
         Splits of one dataset (``train_test_split``) are cut from it after it ran
@@ -199,9 +211,9 @@ class BaseTrainer:
         from .prepared import prepared_cache
 
         hits = prepared_cache().counts["hits"]
-        fitted, plans, self._prepared_key = prepared_cache().prepare(
-            client, self.datasets, self.preprocessor, self._prepared_scope, self._build_prepared)
-        self.last_fit_seconds["prepared_hit"] = float(prepared_cache().counts["hits"] > hits)
+        fitted, plans, run.prepared_key = prepared_cache().prepare(
+            client, self.datasets, self.preprocessor, run.scope, self._build_prepared)
+        run.seconds["prepared_hit"] = float(prepared_cache().counts["hits"] > hits)
         self.preprocessor = fitted
         return plans
 
@@ -219,18 +231,18 @@ class BaseTrainer:
             datasets = {n: preprocessor.transform(ds) for n, ds in datasets.items()}
         return preprocessor, {n: ds.materialize().plan for n, ds in datasets.items()}
 
-    def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str]) -> list[dict[str, Any]]:
+    def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str], run: FitRun) -> list[dict[str, Any]]:
         from .prepared import prepared_cache
         from .sharding import assign_shards
 
         equal = self._backend.equal_shards
-        return prepared_cache().shards(self._prepared_key, (tuple(workers), equal, tuple(sorted(datasets))),
+        return prepared_cache().shards(run.prepared_key, (tuple(workers), equal, tuple(sorted(datasets))),
                                        lambda: assign_shards(client, datasets, workers, equal=equal))
 
     def _spec_maker(self, group: WorkerGroup, assigned: list[dict[str, Any]], restore: Checkpoint | None,
-                    start_step: int, storage_dir: str, name: str,
+                    start_step: int, storage_dir: str, name: str, run: FitRun,
                     decisions: str | None = None) -> Callable[[int, str], RankSpec]:
-        code = pickle_code(self._loop(), self._loop_config())  # once for all ranks
+        code = pickle_code(self._loop(), self._loop_config(run))  # once for all ranks
 
         def make_spec(rank: int, worker: str) -> RankSpec:
             return RankSpec(group.group, rank, group.num_workers, code, self._backend, assigned[rank], restore, storage_dir,
@@ -239,10 +251,10 @@ class BaseTrainer:
         return make_spec
 
     def _run_attempts(self, client: Any, group_args: dict[str, Any], datasets: dict[str, Any], recorder: Recorder,
-                      storage_dir: str, name: str, start_step: int) -> Result:
+                      storage_dir: str, name: str, start_step: int, run: FitRun) -> Result:
         from .prepared import layout_token
 
-        seconds = self.last_fit_seconds if isinstance(self.last_fit_seconds, FitSeconds) else FitSeconds()
+        seconds = run.seconds
         ckpt_config = self.run_config.checkpoint_config
         manager = CheckpointManager(ckpt_config.num_to_keep, ckpt_config.checkpoint_score_attribute,
                                     ckpt_config.checkpoint_score_order)
@@ -293,11 +305,11 @@ class BaseTrainer:
                     with seconds.phase("placement"):
                         workers = group._place(_holders(client, datasets),
                                                wait_for_capacity=60.0 if failures else 0.0)
-                        assigned = self._shards(client, datasets, workers)
+                        assigned = self._shards(client, datasets, workers, run)
                         self._check_shards(assigned)
-                        self._layout = layout_token(assigned)
+                        run.layout = layout_token(assigned)
                         group.start(self._spec_maker(group, assigned, manager.latest or checkpoint, state["step"],
-                                                     storage_dir, name,
+                                                     storage_dir, name, run,
                                                      group.decisions if recorder.decides_reports else None),
                                     prefer=workers)
                     with seconds.phase("training"):
@@ -386,7 +398,7 @@ class DataParallelTrainer(BaseTrainer):
     def _loop(self) -> Callable[..., Any]:
         return self.train_loop_per_worker
 
-    def _loop_config(self) -> dict[str, Any] | None:
+    def _loop_config(self, run: FitRun) -> dict[str, Any] | None:
         if self.train_loop_config is None:
             import inspect
 

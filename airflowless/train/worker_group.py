@@ -31,8 +31,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._dask_internals import close_topic, worker_addresses, worker_resources
+from .._dask_internals import worker_addresses, worker_resources
 from ..errors import RankFailedError
+from ..runtime.topics import Subscription
+from ..settings import get_settings
 from .backends.base import Backend, preloads_done
 from .checkpoint import Checkpoint
 from .context import Session, StopRequested, TrainContext, session_scope
@@ -90,9 +92,6 @@ def load_code(spec: RankSpec) -> tuple[Callable[..., Any], dict[str, Any] | None
 
 
 JOIN_WAIT_S = 15.0  # how long placement waits for a worker that declares no resources yet
-FAILED_GRACE_S = 10.0  # once a rank failed, how long the driver waits for the others to end before it goes on
-SHUTDOWN_GRACE_S = 5.0  # how long a rank asked to stop gets, and then one interrupted, before it is ended harder
-DECISION_TIMEOUT = 300.0  # seconds rank 0 waits for the driver's answer to a report before going on
 STOP_WAIT_S = 1.0  # a rank's stop watcher waits on the stop event this long at a time (it ends this soon after the rank)
 
 
@@ -130,7 +129,7 @@ def _stop_check(spec: RankSpec, stop: Any, done: threading.Event) -> Callable[[]
 
     def should_stop() -> bool:
         waited = time.monotonic()
-        while time.monotonic() - waited < DECISION_TIMEOUT and not stopped():
+        while time.monotonic() - waited < get_settings().decision_timeout_s and not stopped():
             try:  # in short waits: a driver that left sets the stop event (WorkerGroup.shutdown)
                 return bool(decisions.get(timeout=0.5) == "STOP")
             except TimeoutError:
@@ -255,6 +254,7 @@ class WorkerGroup:
         self.futures: list[Future | None] = []  # None once a rank's result is taken (see _collect)
         self.workers: list[str] = []
         self._topic = f"airflowless-train-{self.group}"
+        self._reports: Subscription | None = None  # the ranks' reports on _topic, while started
         self.decisions = f"{self.group}-decisions"  # the queue rank 0 reads answers on (RankSpec.decisions)
         self.rank_seconds: dict[int, dict[str, float]] = {}  # rank -> where its time went (when it finished)
 
@@ -317,8 +317,8 @@ class WorkerGroup:
         """Place all ranks at once and start them; returns when every rank has started."""
         from distributed import Event, Lock
 
-        events = self.events  # the handler holds the queue only, not the group
-        self.client.subscribe_topic(self._topic, lambda event: events.put(event[1]))
+        events = self.events  # the handlers hold the queue only, not the group
+        self._reports = Subscription(self.client, self._topic, events.put, owned=True)
         Event(f"{self.group}-stop", client=self.client).clear()
         with Lock(_PLACEMENT_LOCK):
             self.workers = self._place(prefer or [])
@@ -395,7 +395,7 @@ class WorkerGroup:
                 checked = time.monotonic()
             if given_up is None and (first_failure or any(isinstance(r, RankFailure) for r in results.values())):
                 self.request_stop()  # the others stop at their next report, or fail in their next collective
-                given_up = time.monotonic() + FAILED_GRACE_S
+                given_up = time.monotonic() + get_settings().train_failed_grace_s
             if given_up is not None and time.monotonic() > given_up:
                 break  # still running: shutdown() cancels them
         self._collect(results)
@@ -458,7 +458,7 @@ class WorkerGroup:
         """
         from distributed import Event, Variable, wait
 
-        grace_s = SHUTDOWN_GRACE_S if grace_s is None else grace_s
+        grace_s = get_settings().train_grace_s if grace_s is None else grace_s
         running = [f for f in self.futures if f is not None and not f.done()]
         if running:
             self.request_stop()
@@ -468,8 +468,8 @@ class WorkerGroup:
         if stragglers:
             end_ranks(self.client, self.group, sorted({self.workers[rank] for rank in stragglers}), grace_s=grace_s)
             self.client.cancel([self.futures[rank] for rank in stragglers])
-        with contextlib.suppress(Exception):  # the scheduler forgets the group's reports too
-            close_topic(self.client, self._topic)
+        if self._reports is not None:  # the scheduler forgets the group's reports too
+            self._reports.close()
         self.futures = []  # release the rank tasks, so that the scheduler forgets them
         for name in ("master", "tracker", *[f"rank-{r}" for r in range(self.num_workers)]):
             with contextlib.suppress(Exception):

@@ -1,12 +1,30 @@
 """The Tune controller's core: events in, actions out, no I/O.
 
-The adapter (``_Loop`` in :mod:`.tuner`) feeds it what happened — a trial reported, ended,
-failed, paused — and carries out what it returns: start a trial (maybe from a
-checkpoint), stop one, pause one, resume one. Everything the experiment knows
-lives here, so it can be saved and restored.
+The driver (:mod:`.driver`) feeds :meth:`TuneController.handle` what happened —
+there may be room for trials (:class:`Tick`), a trial reported, ended, failed,
+paused, a stop was asked for — and carries out the actions it returns: start a
+trial (maybe from a checkpoint), stop one, pause one, resume one. Everything the
+experiment knows lives here, so it can be saved and restored, and its rules are
+tested without a cluster (``tests/tune/test_controller.py``).
+
+>>> from airflowless.tune.search.searcher import BasicVariantGenerator
+>>> from airflowless.tune.schedulers import ASHAScheduler
+>>> searcher = BasicVariantGenerator()
+>>> searcher.set_search_properties("loss", "min", {"lr": 0.1}, num_samples=3, seed=0)
+>>> scheduler = ASHAScheduler(metric="loss", mode="min", grace_period=1, max_t=4)
+>>> controller = TuneController(searcher=searcher, scheduler=scheduler, max_concurrent=2)
+>>> def show(actions): return [f"{type(a).__name__} {a.trial.trial_id}" for a in actions]
+>>> show(controller.handle(Tick()))                                  # room for two trials
+['Start trial_00000', 'Start trial_00001']
+>>> show(controller.handle(Reported("trial_00000", {"loss": 0.2, "training_iteration": 1})))
+[]
+>>> show(controller.handle(Reported("trial_00001", {"loss": 0.9, "training_iteration": 1})))  # worse: cut
+['Stop trial_00001']
+>>> show(controller.handle(Completed("trial_00001")) + controller.handle(Tick()))
+['Start trial_00002']
 
 A paused trial (a scheduler's PAUSE) goes through three steps: ``Pause`` asks
-the adapter to stop its run for now; the adapter says ``on_paused`` once the
+the driver to stop its run for now; the driver says ``on_paused`` once the
 run has stopped, and whether the trial waits in memory (a function trial
 parked on its worker) or must restart from its checkpoint; then, when there is
 room, the scheduler's ``choose_trial_to_resume`` may send it on (``Resume``, or
@@ -20,11 +38,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UsageError
 from .schedulers.base import Decision, FIFOScheduler, TrialScheduler, TrialView
 from .search.searcher import FINISHED, Searcher
 from .trial import Trial, TrialStatus
 
-__all__ = ["Start", "Stop", "Pause", "Resume", "TuneController"]
+__all__ = ["Start", "Stop", "Pause", "Resume", "Action", "Tick", "Reported", "RunPaused", "ParkLost", "Completed",
+           "Failed", "StopRequested", "Event", "TuneController"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,62 @@ class Resume:
     trial: Trial
 
 
+Action = Start | Stop | Pause | Resume
+
+
+@dataclass(frozen=True)
+class Tick:
+    """The driver's turn: there may be room to restart, resume or start trials."""
+
+
+@dataclass(frozen=True)
+class Reported:
+    """Trial ``trial_id`` reported ``result`` (its metrics, ``training_iteration``, ``checkpoint_uri``)."""
+
+    trial_id: str
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunPaused:
+    """A paused trial's run has stopped: it waits in memory on its worker, or restarts from its checkpoint."""
+
+    trial_id: str
+    in_memory: bool
+
+
+@dataclass(frozen=True)
+class ParkLost:
+    """A trial resumed in memory was not there any more (its worker left): it restarts from its checkpoint."""
+
+    trial_id: str
+
+
+@dataclass(frozen=True)
+class Completed:
+    """Trial ``trial_id``'s run returned."""
+
+    trial_id: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Trial ``trial_id``'s run raised ``error`` (or was lost with its worker)."""
+
+    trial_id: str
+    error: str
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """Stop one trial from outside (the control plane), or the whole experiment when ``trial_id`` is None."""
+
+    trial_id: str | None = None
+
+
+Event = Tick | Reported | RunPaused | ParkLost | Completed | Failed | StopRequested
+
+
 class TuneController:
     def __init__(self, *, searcher: Searcher, scheduler: TrialScheduler | None = None, stoppers: Sequence[Any] = (),
                  max_concurrent: int, max_failures: int = 0) -> None:
@@ -72,6 +148,28 @@ class TuneController:
         self._exploits: dict[str, tuple[dict[str, Any], str, int]] = {}  # PBT: paused -> (config, ckpt, it)
         self.stopped: set[str] = set()  # trials stopped from outside (a control-plane request)
         self.stop_requested = False  # the whole experiment was stopped from outside
+
+    def handle(self, event: Event) -> list[Action]:
+        """What to do after ``event``: the one way in for the driver (the methods below are its steps)."""
+        if isinstance(event, Tick):
+            return list(self.next_actions())
+        if isinstance(event, Reported):
+            return list(self.on_result(event.trial_id, event.result))
+        if isinstance(event, StopRequested):
+            if event.trial_id is None:
+                return list(self.stop_experiment())
+            return list(self.stop_trial(event.trial_id)) if event.trial_id in self.trials else []
+        if isinstance(event, RunPaused):
+            self.on_paused(event.trial_id, in_memory=event.in_memory)
+        elif isinstance(event, ParkLost):
+            self.on_park_lost(event.trial_id)
+        elif isinstance(event, Completed):
+            self.on_complete(event.trial_id)
+        elif isinstance(event, Failed):
+            self.on_error(event.trial_id, event.error)
+        else:
+            raise UsageError(f"not a Tune controller event: {event!r}")
+        return []
 
     @staticmethod
     def _view(trial: Trial) -> TrialView:
@@ -265,6 +363,22 @@ class TuneController:
         trial.error = error
         self.searcher.on_trial_complete(trial_id, trial.last_result or None, error=True)
         self.scheduler.on_trial_remove(self._view(trial))
+
+    def reopen(self, *, resume_unfinished: bool = True, resume_errored: bool = False,
+               restart_errored: bool = False) -> None:
+        """Before a restored experiment goes on (``Tuner.restore``'s options): errored trials run again, from
+        their latest checkpoint (``resume_errored``) or from scratch (``restart_errored``), with their
+        retries back; with ``resume_unfinished=False`` the trials that had not finished end instead."""
+        for trial in self.trials.values():
+            if trial.status == TrialStatus.ERRORED and (resume_errored or restart_errored):
+                trial.status, trial.error, trial.restarts = TrialStatus.PENDING, None, 0
+                if restart_errored:
+                    trial.checkpoint, trial.checkpoint_iteration, trial.results = None, 0, []
+            elif not trial.finished and not resume_unfinished:
+                self.resumable.pop(trial.trial_id, None)
+                self._exploits.pop(trial.trial_id, None)
+                trial.stopped_early = True
+                self._terminate(trial)
 
     def get_state(self) -> dict[str, Any]:
         return {"trials": self.trials, "counter": self._counter, "search_finished": self.search_finished,

@@ -33,15 +33,14 @@ import queue
 import threading
 from typing import Any
 
+from ..settings import get_settings
 from ..train.checkpoint import Checkpoint
 from ..train.context import Session, StopRequested, TrainContext, session_scope
 from .pickled import Sealed
 
 __all__ = ["run_function_trial", "resume_function_trial", "release_function_trial", "stop_function_trial",
-           "ParkedTrialLost", "PARK_TIMEOUT"]
+           "ParkedTrialLost"]
 
-PARK_TIMEOUT = 1800.0  # seconds a paused run waits to be resumed before it ends (an abandoned experiment)
-DECISION_TIMEOUT = 300.0  # seconds a report waits for the driver's answer before going on
 REPORT_BATCH_S = 0.05  # the longest a report waits on the worker to go with the next ones
 
 _parked: dict[str, _Run] = {}  # run key -> a paused run waiting on this worker
@@ -94,7 +93,7 @@ class _Run:
 
             self._decisions = Queue(self.decisions_name)
         try:
-            decision = self._decisions.get(timeout=DECISION_TIMEOUT)
+            decision = self._decisions.get(timeout=get_settings().decision_timeout_s)
         except TimeoutError:
             return False
         if decision != "PAUSE":
@@ -103,7 +102,7 @@ class _Run:
             _parked[self.key] = self
         self.outcomes.put(("paused", None))
         try:
-            command = self.commands.get(timeout=PARK_TIMEOUT)
+            command = self.commands.get(timeout=get_settings().park_timeout_s)  # an abandoned experiment
         except queue.Empty:
             command = "STOP"
         with _lock:

@@ -83,7 +83,7 @@ class ExperimentRecorder:
         ``pending`` until it runs on a worker (it may wait for resources), then ``running``."""
         for trial in trials:  # (those with records; a new record is made pending, with its config)
             self._running.discard(trial.record_id)
-            self._update(trial, status="pending", restarts=trial.restarts, config=trial.config)
+            self._update(trial, status="pending", restarts=trial.restarts, config=trial.config, error=trial.error)
         self.flush(starting=trials)
 
     def trial_started(self, trial: Trial) -> None:

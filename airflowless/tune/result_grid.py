@@ -70,7 +70,7 @@ class ResultGrid:
             why = (f"; {len(failed)} of {len(self)} trial(s) failed, the first with: "
                    f"{str(failed[0]).strip().splitlines()[0] if str(failed[0]).strip() else repr(failed[0])}"
                    if failed else "")
-            raise ValueError(f"no trial reported {metric!r}; the trials reported "
+            raise ConfigError(f"no trial reported {metric!r}; the trials reported "
                              f"{sorted({k for r in self._results for k in (r.metrics or {})})}{why}")
         best = min(scored, key=lambda vr: vr[0]) if mode == "min" else max(scored, key=lambda vr: vr[0])
         return best[1]

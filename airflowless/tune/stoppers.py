@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UsageError
+
 __all__ = ["MaximumIterationStopper", "TimeoutStopper", "TrialPlateauStopper", "FunctionStopper", "as_stoppers"]
 
 
@@ -71,4 +73,4 @@ def as_stoppers(stop: Any) -> list[Any]:
         return [s for item in stop for s in as_stoppers(item)]
     if callable(stop):
         return [stop if not isinstance(stop, type) else stop()]
-    raise TypeError(f"stop must be a dict, a callable or a stopper, got {stop!r}")
+    raise UsageError(f"stop must be a dict, a callable or a stopper, got {stop!r}")

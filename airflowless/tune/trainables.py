@@ -4,8 +4,10 @@ A Trainer trial's own driver logic holds no worker slot: only its ranks take
 resources (by their ScalingConfig), so trials queue for those. Function trials
 are Dask tasks (:mod:`.function_trial`).
 
+The thread tells the driver (:mod:`.driver`) what happened by putting a
+:class:`TrainerReport` for each report and one :class:`TrainerEnded` on its queue.
 When the controller decides on each report (a scheduler that stops early, a
-stopper), the recorder waits until the adapter has handled the report, and rank
+stopper), the recorder waits until the driver has handled the report, and rank
 0 waits for that answer: the trial stops at the very report that was judged,
 as a function trial does. Under FIFO nothing waits.
 """
@@ -15,14 +17,32 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from dataclasses import dataclass
 from typing import Any
 
+from ..settings import get_settings
 from ..train.checkpoint import Checkpoint
 from ..train.recorder import Recorder
 
-__all__ = ["TrainerTrial"]
+__all__ = ["TrainerEnded", "TrainerReport", "TrainerTrial"]
 
-DECISION_TIMEOUT = 300.0  # seconds a report waits for the adapter before going on
+
+@dataclass(frozen=True)
+class TrainerReport:
+    """A Trainer trial reported ``result``; ``handled`` (when the controller decides on each report) is set
+    once the driver has, and the trial goes on."""
+
+    trial_id: str
+    result: dict[str, Any]
+    handled: threading.Event | None = None
+
+
+@dataclass(frozen=True)
+class TrainerEnded:
+    """A Trainer trial's fit returned (``error`` None) or failed."""
+
+    trial_id: str
+    error: str | None = None
 
 
 class _TrialRecorder(Recorder):
@@ -33,11 +53,11 @@ class _TrialRecorder(Recorder):
     def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None:
         result = {**metrics, "training_iteration": step, "checkpoint_uri": checkpoint_uri}
         if not self.decides_reports:
-            self.events.put(("result", self.trial_id, result))
+            self.events.put(TrainerReport(self.trial_id, result))
             return
-        handled = threading.Event()  # set by the adapter once the controller decided (``stop`` set on STOP)
-        self.events.put(("result", self.trial_id, result, handled))
-        handled.wait(timeout=DECISION_TIMEOUT)
+        handled = threading.Event()  # set by the driver once the controller decided (``stop`` set on STOP)
+        self.events.put(TrainerReport(self.trial_id, result, handled))
+        handled.wait(timeout=get_settings().decision_timeout_s)  # then it goes on
 
     def should_stop(self) -> bool:
         return self.stop.is_set()
@@ -58,17 +78,16 @@ class TrainerTrial(threading.Thread):
     def run(self) -> None:
         try:
             trainer = self.trainer.with_overrides(self.config)
-            # trials of one experiment share prepared data (train.prepared); dropped when it ends
-            trainer._prepared_scope = os.path.dirname(self.storage_dir.rstrip("/"))
             if self.checkpoint:
                 trainer.resume_from_checkpoint = Checkpoint(self.checkpoint)
             result = trainer.fit_with_recorder(
                 _TrialRecorder(self.trial_id, self.events, self.stop_requested, self.decides),
-                storage_dir=self.storage_dir, name=self.trial_id, start_step=self.iteration)
+                storage_dir=self.storage_dir, name=self.trial_id, start_step=self.iteration,
+                scope=os.path.dirname(self.storage_dir.rstrip("/")))  # trials of one experiment share prepared data
         except BaseException as exc:  # reported to the controller as the trial's error
-            self.events.put(("error", self.trial_id, f"{type(exc).__name__}: {exc}"))
+            self.events.put(TrainerEnded(self.trial_id, f"{type(exc).__name__}: {exc}"))
             return
         if result.error is not None and not self.stop_requested.is_set():
-            self.events.put(("error", self.trial_id, str(result.error)))
+            self.events.put(TrainerEnded(self.trial_id, str(result.error)))
         else:
-            self.events.put(("done", self.trial_id, None))
+            self.events.put(TrainerEnded(self.trial_id))

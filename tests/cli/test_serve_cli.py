@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from airflowless.runtime.processes import ProcessCluster
-from airflowless.serve.replica import ReplicaInfo
+from airflowless.serve.replica_table import ReplicaInfo
 from tests.support.eventually import eventually
 from tests.support.process_cluster import process_cluster_fixture
 

@@ -65,6 +65,11 @@ def test_filters_combine_in_the_reader(parquet_dir: str) -> None:
     assert isinstance(plan, lo.Read) and expression_fields(plan.filter) == {"a", "b"}
 
 
+def test_a_filter_after_a_selection_still_reaches_the_reader(parquet_dir: str) -> None:
+    plan = optimize(data.read_parquet(parquet_dir).select_columns(["a", "b"]).filter(expr=data.col("a") > 1).plan)
+    assert isinstance(plan, lo.Read) and plan.columns == ("a", "b") and expression_fields(plan.filter) == {"a"}
+
+
 def test_limit_moves_below_row_preserving_maps_and_into_the_reader(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir).rename_columns({"a": "z"}).limit(5).limit(3)
     plan = apply_rule(ds.plan, push_limit.rule)

@@ -52,11 +52,12 @@ airflowless.shutdown()
 """
 
 
-def _drive(cluster, tmp_path: Path, max_failures: int, rounds: int, kill_at: int | None) -> dict:  # noqa: ANN001
+def _drive(cluster, tmp_path: Path, max_failures: int, rounds: int, kill_at: int | None,  # noqa: ANN001
+           **settings: str) -> dict:
     tmp_path.mkdir(parents=True, exist_ok=True)
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    env = {**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "home"), **settings}
     proc = subprocess.Popen([sys.executable, str(script), cluster.address, str(tmp_path), str(max_failures),
                              str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
@@ -96,6 +97,8 @@ def test_a_lost_rank_restarts_from_the_latest_checkpoint_and_reaches_the_same_qu
 
 
 def test_without_retries_a_lost_rank_is_a_clear_error(cluster, tmp_path: Path) -> None:  # noqa: ANN001
-    outcome = _drive(cluster, tmp_path, max_failures=0, rounds=400, kill_at=3)
+    # the surviving rank, blocked in XGBoost's allreduce, is ended after 2 s instead of the default 10 + 5
+    outcome = _drive(cluster, tmp_path, max_failures=0, rounds=400, kill_at=3,
+                     AIRFLOWLESS_TRAIN_FAILED_GRACE_S="2", AIRFLOWLESS_TRAIN_GRACE_S="2")
     assert outcome["error"] is not None
     assert "lost with its worker" in outcome["error"] or "failed" in outcome["error"]

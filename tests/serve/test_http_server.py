@@ -42,30 +42,6 @@ def test_start_again_with_other_limits_is_refused(cluster_client: object) -> Non
         serve.shutdown()
 
 
-def test_bound_port_is_the_port_a_port_0_server_listens_on() -> None:
-    import asyncio
-
-    from airflowless.serve.http_options import HTTPOptions
-    from airflowless.serve.http_server import bound_port, make_server, run_server
-
-    async def app(scope: dict, receive: object, send: object) -> None:  # never called
-        raise AssertionError
-
-    async def main() -> int:
-        server = make_server(app, HTTPOptions(port=0))
-        task = asyncio.ensure_future(run_server(server))
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = bound_port(server)
-        with socket.create_connection(("127.0.0.1", port), timeout=10):  # something listens there
-            pass
-        server.should_exit = True
-        await task
-        return port
-
-    assert asyncio.run(main()) > 0
-
-
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
 def test_both_parsers_hold_a_client_to_the_same_header_limits(parser: str) -> None:
     """The limits are one mixin under both protocols: the fallback parser answers as the fast one does."""

@@ -27,7 +27,7 @@ import pytest
 
 from airflowless import serve
 from airflowless.serve.errors import ServeError
-from airflowless.serve.replica import ReplicaInfo
+from airflowless.serve.replica_table import ReplicaInfo
 from airflowless.serve.router import Router
 from airflowless.serve.wire import MAGIC, MAX_UNAUTHENTICATED, Rejected, WireClient
 from tests.support.eventually import eventually

@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy import text
 
 from airflowless.errors import NonFiniteValueError, ResumeError
+from airflowless.settings import get_settings
 from airflowless.store import RunStatus, StageStatus, Store, open_store
 from airflowless.store import schema as tables
-from airflowless.store.liveness import HEARTBEAT_TIMEOUT_S, Driver
+from airflowless.store.liveness import Driver
 from airflowless.store.migrations import MIGRATIONS
 
 
@@ -54,7 +55,7 @@ def test_a_reused_pid_does_not_keep_a_run_alive(db: Store) -> None:
 def test_a_driver_on_another_host_lives_by_its_heartbeat(db: Store) -> None:
     run_id = db.create_run("demo", module="m", params={}, driver=Driver("elsewhere.example", 1, 1.0))
     assert db.get_run(run_id).status == RunStatus.RUNNING
-    stale = datetime.now(timezone.utc) - timedelta(seconds=HEARTBEAT_TIMEOUT_S + 5)
+    stale = datetime.now(timezone.utc) - timedelta(seconds=get_settings().heartbeat_timeout_s + 5)
     db.update_run(run_id, heartbeat_at=stale)
     assert db.get_run(run_id).status == RunStatus.ABANDONED
     db.heartbeat(run_id)

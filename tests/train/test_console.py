@@ -123,3 +123,17 @@ def test_lightgbm_lines_on_stdout_are_logged_by_level_and_other_output_is_kept(
     seen: list[str] = []  # the reader thread forwards the user's line: it may come after the later line
     eventually(lambda: seen.extend(capfd.readouterr().out.splitlines()) or len(seen) >= 2)
     assert sorted(seen) == ["[LightGBM] [Info] after the network is up", "a user's line"]
+
+
+def test_xgboost_connection_retries_are_debug_and_other_warnings_stay_warnings(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from airflowless.train.backends.chatter import _xgboost_message
+
+    retry = (b"[23:41:41] WARNING: /workspace/src/collective/socket.cc:143: Failed to connect to:127.0.0.1:39279 "
+             b"Error:\n- [socket.h:348|23:41:41]: Socket error. Connection refused\n")
+    with caplog.at_level(logging.DEBUG, logger="airflowless.train.frameworks"):
+        _xgboost_message(retry)  # a rank of a fit being cancelled, reaching a tracker that is gone
+        _xgboost_message(b"[23:41:41] WARNING: socket.cc:149: Retrying connection to 127.0.0.1 for the 1 time.")
+        _xgboost_message(b"[23:41:42] WARNING: learner.cc:740: Parameters: { \"bogus\" } are not used.")
+    assert [r.levelno for r in caplog.records if r.name == "airflowless.train.frameworks"] == [
+        logging.DEBUG, logging.DEBUG, logging.WARNING]

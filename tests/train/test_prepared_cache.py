@@ -129,6 +129,7 @@ from airflowless import data
 from airflowless.data.preprocessors import MinMaxScaler
 from airflowless.datasets import LABEL_COLUMN, add_features, taxi_table
 from airflowless.train import ScalingConfig, prepared
+from airflowless.train.recorder import StoreRecorder
 from airflowless.train.xgboost import XGBoostTrainer
 from tests.support.workers import kill_worker
 
@@ -143,11 +144,10 @@ trainer = XGBoostTrainer(label_column=LABEL_COLUMN, num_boost_round=5, scaling_c
                          datasets={"train": data.read_parquet([f"train-{i}.parquet" for i in range(4)]),
                                    "valid": data.read_parquet("valid.parquet")},
                          preprocessor=MinMaxScaler(columns=["trip_distance", "trip_duration"]))
-trainer._prepared_scope = "experiment"  # as a Tune trial's trainer
-first = trainer.fit()
+first = trainer.fit_with_recorder(StoreRecorder(), scope="experiment")  # as a Tune trial's trainer
 assert trainer.last_fit_seconds["prepared_hit"] == 0
 kill_worker(client, sorted(client.run(os.getpid).values())[0])
-second = trainer.fit()
+second = trainer.fit_with_recorder(StoreRecorder(), scope="experiment")
 assert "rank0_data" in trainer.last_fit_seconds, "the ranks built their matrices again"
 assert second.metrics["valid-logloss"] == first.metrics["valid-logloss"], (first.metrics, second.metrics)
 print("REBUILT", prepared.stats())

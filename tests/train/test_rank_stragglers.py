@@ -18,7 +18,6 @@ from airflowless.train import (
     FailureConfig,
     RunConfig,
     ScalingConfig,
-    worker_group,
 )
 from airflowless.train.rank_threads import running_ranks
 from tests.support.eventually import eventually
@@ -51,8 +50,8 @@ def _ranks_running(client: Any) -> dict[str, list[int]]:
 @pytest.mark.parametrize("in_c", [False, True], ids=["python", "blocked-in-c"])
 def test_a_rank_that_never_reports_after_its_peer_failed_is_ended(
         in_c: bool, cluster_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker_group, "FAILED_GRACE_S", 1.0)
-    monkeypatch.setattr(worker_group, "SHUTDOWN_GRACE_S", 2.0)
+    monkeypatch.setenv("AIRFLOWLESS_TRAIN_FAILED_GRACE_S", "1")
+    monkeypatch.setenv("AIRFLOWLESS_TRAIN_GRACE_S", "2")
     workers_before = sorted(cluster_client.scheduler_info()["workers"])
     trainer = DataParallelTrainer(
         _one_fails_one_hangs, train_loop_config={"out": str(tmp_path), "in_c": in_c},

@@ -1,8 +1,9 @@
 """The TuneController core with scripted events: no cluster, no store, no threads.
 
-The adapter (``tuner._Loop``) turns what happens on the cluster into these
-calls: ``next_actions`` (what to start), ``on_result`` (a report; returns what
-to stop), ``on_complete`` (a trial's task ended), ``on_error`` (it failed).
+The driver (``tune/driver.py``) turns what happens on the cluster into events for
+``TuneController.handle``; most tests here call the step each event runs:
+``next_actions`` (Tick: what to start), ``on_result`` (Reported: returns what to
+stop or pause), ``on_complete`` (Completed), ``on_error`` (Failed).
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from typing import Any
 import pytest
 
 from airflowless import tune
-from airflowless.tune.controller import Start, Stop, TuneController
+from airflowless.tune.controller import (
+    Completed,
+    Failed,
+    Reported,
+    Start,
+    Stop,
+    StopRequested,
+    Tick,
+    TuneController,
+)
 from airflowless.tune.schedulers.base import Decision, TrialScheduler, TrialView
 from airflowless.tune.search.searcher import (
     FINISHED,
@@ -95,6 +105,24 @@ def started(actions: list[Start]) -> list[str]:
 
 def statuses(ctrl: TuneController) -> dict[str, TrialStatus]:
     return {tid: t.status for tid, t in ctrl.trials.items()}
+
+
+def test_every_event_goes_through_handle_and_answers_with_actions() -> None:
+    ctrl = controller(3, max_concurrent=2, max_failures=1)
+    assert started(ctrl.handle(Tick())) == ["trial_00000", "trial_00001"]
+    assert ctrl.handle(Reported("trial_00000", {"loss": 0.5, "training_iteration": 1})) == []
+    assert ctrl.handle(Failed("trial_00000", "RuntimeError: boom")) == []  # one retry left: pending
+    assert ctrl.trials["trial_00000"].status == PENDING
+    assert started(ctrl.handle(Tick())) == ["trial_00000"]  # retried before new trials start
+    assert ctrl.handle(Completed("trial_00001")) == []
+    assert started(ctrl.handle(Tick())) == ["trial_00002"]
+    assert [type(a) for a in ctrl.handle(StopRequested("trial_00002"))] == [Stop]
+    assert ctrl.handle(StopRequested("no_such_trial")) == []
+    stops = ctrl.handle(StopRequested())  # the whole experiment: what still runs is stopped (again)
+    assert [(type(a), a.trial.trial_id) for a in stops] == [(Stop, "trial_00000"), (Stop, "trial_00002")]
+    assert ctrl.stop_requested and ctrl.search_finished
+    with pytest.raises(TypeError, match="not a Tune controller event"):
+        ctrl.handle("stop")  # type: ignore[arg-type]
 
 
 # -- starting trials ---------------------------------------------------------------------------

@@ -230,16 +230,6 @@ def test_concurrency_limiter_rejects_a_limit_below_one() -> None:
         ConcurrencyLimiter(BasicVariantGenerator(), max_concurrent=0)
 
 
-def test_optuna_storage_id_names_the_trial_in_its_storage() -> None:
-    from airflowless.tune.search.optuna import _storage_id
-
-    study = optuna.create_study()
-    study.ask()
-    trial = study.ask()
-    trial.report(0.5, 3)
-    assert trial.storage.get_trial(_storage_id(trial)).intermediate_values == {3: 0.5}
-
-
 def test_optuna_tries_the_points_to_evaluate_first_as_ray_does() -> None:
     # Ray: OptunaSearch(points_to_evaluate=[{...}]); and ConcurrencyLimiter from ray.tune.search
     from airflowless.tune.search import ConcurrencyLimiter as Limiter

@@ -233,6 +233,30 @@ def test_max_failures_retries_a_trial_from_its_checkpoint(tmp_path: Path, schedu
         store.close()
 
 
+@pytest.mark.parametrize("how", ["resume_errored", "restart_errored"])
+def test_restore_runs_errored_trials_again_from_their_checkpoint_or_from_scratch(tmp_path: Path, how: str) -> None:
+    # Ray: Tuner.restore(path, trainable, resume_errored=True) / (restart_errored=True)
+    space = {"marks": str(tmp_path)}
+    first = tune.Tuner(resumable, param_space=space, run_config=RunConfig(name=f"errored-{how}"),
+                       tune_config=tune.TuneConfig(metric="loss", mode="min")).fit()
+    (failed,) = first
+    assert failed.error is not None and "simulated crash after iteration 7" in str(failed.error)
+    assert tune.Tuner.can_restore(first.experiment_path)
+    grid = tune.Tuner.restore(first.experiment_path, resumable, **{how: True}).fit()
+    (result,) = grid
+    assert result.error is None and result.metrics["it"] == 10
+    starts = (tmp_path / "starts.txt").read_text().split()
+    assert starts == (["0", "6"] if how == "resume_errored" else ["0", "0"])
+    assert [h["training_iteration"] for h in result.metrics_history] == list(range(1, 11))
+    _, trials = records_by_name(f"errored-{how}")
+    (record,) = trials.values()
+    assert (record["status"], record["error"], record["iterations"]) == ("completed", None, 10)
+    # without either, a finished experiment's errored trial stays as it ended
+    again = tune.Tuner.restore(first.experiment_path, resumable).fit()
+    assert [r.error is None for r in again] == [True]  # (it completed above) and nothing ran again
+    assert (tmp_path / "starts.txt").read_text().split() == starts
+
+
 def short_quadratic(config: dict[str, Any]) -> None:
     for it in range(1, 4):
         tune.report({"loss": (config["x"] - 3) ** 2 + 1 / it, "t": time.time()})
@@ -308,11 +332,11 @@ class _Killed(BaseException):
 
 def test_restore_reuses_a_record_the_saved_state_does_not_know(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflowless.tune import tuner as tuner_module
+    from airflowless.tune import driver as driver_module
 
     # the driver is killed after the turn that started trial_00001 created its record, before
     # that turn saved the state: the store has a record the saved state does not know
-    real_save = tuner_module._Loop._save
+    real_save = driver_module.TuneDriver._save
     dead: list[bool] = []
 
     def save_unless_dead(loop: Any) -> None:
@@ -323,7 +347,7 @@ def test_restore_reuses_a_record_the_saved_state_does_not_know(tmp_path: Path,
             raise _Killed()
         real_save(loop)
 
-    monkeypatch.setattr(tuner_module._Loop, "_save", save_unless_dead)
+    monkeypatch.setattr(driver_module.TuneDriver, "_save", save_unless_dead)
     space = {"x": tune.grid_search([1, 2, 3]), "marks": str(tmp_path)}
     tuner = tune.Tuner(counted, param_space=space, run_config=RunConfig(name="unknown-record"),
                        tune_config=tune.TuneConfig(metric="loss", mode="min", max_concurrent_trials=1))
@@ -341,7 +365,7 @@ def test_restore_reuses_a_record_the_saved_state_does_not_know(tmp_path: Path,
     finally:
         store.close()
 
-    monkeypatch.setattr(tuner_module._Loop, "_save", real_save)
+    monkeypatch.setattr(driver_module.TuneDriver, "_save", real_save)
     grid = tune.Tuner.restore(tuner.path).fit()
     experiment, records = records_by_name("unknown-record")
     assert sorted(records) == ["trial_00000", "trial_00001", "trial_00002"]

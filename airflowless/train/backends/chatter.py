@@ -4,7 +4,9 @@ XGBoost's communicator prints ``Task ...:rank-1 got rank 1`` for every rank
 of every fit, and LightGBM's network setup logs ``Connecting to rank 1
 failed, waiting ...`` whatever ``verbose`` says. Inside a rank, both go to the
 logger ``airflowless.train.frameworks``: their informational lines at DEBUG, XGBoost's
-warnings at WARNING. To see the chatter, lower that logger's level in the
+warnings at WARNING, except its connection retries (a rank reaching a peer or the
+tracker that is not listening yet, or no longer: a fit being cancelled), which
+are DEBUG too: a connection that never comes fails the rank with XGBoost's error. To see the chatter, lower that logger's level in the
 workers and forward it to the driver::
 
     client.run(lambda: logging.getLogger("airflowless.train.frameworks").setLevel(logging.DEBUG))
@@ -28,6 +30,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..._library_internals import lightgbm_log_here, xgboost_log_here
+
 __all__ = ["lightgbm_stdout_to_log", "route_lightgbm_logs", "route_xgboost_logs", "logger"]
 
 logger = logging.getLogger("airflowless.train.frameworks")
@@ -37,9 +41,12 @@ _xgboost_callback: Any = None  # kept alive: the native library holds a pointer 
 _lightgbm_routed = False
 
 
+_RETRYING = ("Failed to connect to", "Retrying connection to")
+
+
 def _xgboost_message(message: bytes) -> None:
     text = message.decode("utf-8", errors="replace").rstrip()
-    if "WARNING:" in text:
+    if "WARNING:" in text and not any(retry in text for retry in _RETRYING):
         logger.warning("xgboost: %s", text)
     else:
         logger.debug("xgboost: %s", text)
@@ -55,12 +62,10 @@ def route_xgboost_logs() -> None:
     global _xgboost_callback
     import ctypes
 
-    from xgboost import core  # XGBRegisterLogCallback has no public Python wrapper
-
     with _lock:
         if _xgboost_callback is None:
             _xgboost_callback = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_xgboost_message)
-    if core._LIB.XGBRegisterLogCallback(_xgboost_callback) != 0:
+    if not xgboost_log_here(_xgboost_callback):
         logger.debug("xgboost: could not register a log callback in this thread")
 
 
@@ -85,13 +90,12 @@ def route_lightgbm_logs() -> None:
     """
     global _lightgbm_routed
     import lightgbm
-    from lightgbm import basic  # LGBM_RegisterLogCallback has no public Python wrapper
 
     with _lock:
         if not _lightgbm_routed:
             lightgbm.register_logger(_LightGBMLogger())
             _lightgbm_routed = True
-    if basic._LIB.LGBM_RegisterLogCallback(basic._LIB.callback) != 0:
+    if not lightgbm_log_here():
         logger.debug("lightgbm: could not register its log callback in this thread")
 
 

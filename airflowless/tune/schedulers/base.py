@@ -6,6 +6,11 @@ Call order: ``set_search_properties`` once, then per trial ``on_trial_add``,
 another trial, ``choose_trial_to_resume`` is asked first which paused trial
 should go on (None: start a new one). A scheduler sees trials through a
 read-only :class:`TrialView`; it does no I/O.
+
+To add a scheduler: a :class:`TrialScheduler` subclass in a module of its own
+here, its name in ``schedulers/__init__.py`` (and ``tune/__init__.py`` where
+Ray users look for it), and tests in ``tests/tune/test_schedulers.py`` that feed
+it results and check its decisions, without a cluster.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Any
 
 import cloudpickle
 
+from ..._library_internals import hyperopt_trial_doc
 from ...errors import ConfigError
 from .searcher import FINISHED, Searcher
 from .space import Categorical, Domain, Float, Function, GridSearch, Integer
@@ -102,7 +103,7 @@ class HyperOptSearch(Searcher):
         tid = self._live.pop(trial_id, None)
         if tid is None:
             return
-        doc = next(d for d in self._trials._dynamic_trials if d["tid"] == tid)
+        doc = hyperopt_trial_doc(self._trials, tid)
         if error or not result or self.metric not in result:
             doc["result"] = {"status": STATUS_FAIL}
             doc["state"] = JOB_STATE_ERROR

@@ -7,6 +7,7 @@ from typing import Any
 
 import cloudpickle
 
+from ..._library_internals import optuna_storage_id
 from ...errors import ConfigError
 from .searcher import FINISHED, Searcher
 from .space import Categorical, Domain, Float, Function, GridSearch, Integer
@@ -93,7 +94,7 @@ class OptunaSearch(Searcher):
         trial = self._live.get(trial_id)
         if trial is not None and self.metric in result:
             step = int(result.get("training_iteration", 0))
-            if step not in trial.storage.get_trial(_storage_id(trial)).intermediate_values:
+            if step not in trial.storage.get_trial(optuna_storage_id(trial)).intermediate_values:
                 trial.report(float(result[self.metric]), step)
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
@@ -109,7 +110,7 @@ class OptunaSearch(Searcher):
 
     def get_state(self) -> dict[str, Any]:
         return {"study": base64.b64encode(cloudpickle.dumps(self._study)).decode(), "remaining": self._remaining,
-                "live": {trial_id: _storage_id(trial) for trial_id, trial in self._live.items()}}
+                "live": {trial_id: optuna_storage_id(trial) for trial_id, trial in self._live.items()}}
 
     def set_state(self, state: dict[str, Any]) -> None:
         import optuna
@@ -119,13 +120,3 @@ class OptunaSearch(Searcher):
         # trials that were running: they run again and are told to the study when they end
         self._live = {trial_id: optuna.trial.Trial(self._study, number)
                       for trial_id, number in state.get("live", {}).items()}
-
-
-def _storage_id(trial: Any) -> int:
-    """The id an Optuna storage knows ``trial`` by.
-
-    Reads ``optuna.Trial._trial_id``: Optuna has no public name for it (``number``
-    counts within a study, the storage keys by this id), and both reading a
-    trial's reported steps and restoring live trials need it.
-    """
-    return int(trial._trial_id)

@@ -4,6 +4,12 @@ Call order, per trial: ``suggest(trial_id)`` (a config, or ``None`` for "none
 right now", or :data:`FINISHED`), then ``on_trial_result`` for each report,
 then ``on_trial_complete`` once. ``get_state`` / ``set_state`` round-trip
 what the searcher learned, for ``Tuner.restore``.
+
+To add a searcher: a :class:`Searcher` subclass in a module of its own here
+(import its library inside the methods, so that airflowless imports without
+it), its name in ``search/__init__.py``, and tests in
+``tests/tune/test_searchers.py`` that drive suggest and complete and round-trip
+its state, without a cluster.
 """
 
 from __future__ import annotations

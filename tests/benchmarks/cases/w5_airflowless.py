@@ -36,7 +36,7 @@ def setup():
 def run():
     import psutil
 
-    from airflowless.serve.adapter import current_runtime
+    from airflowless.serve.context import current_runtime
 
     runtime = current_runtime()
     pids = [os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))]

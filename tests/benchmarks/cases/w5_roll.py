@@ -42,7 +42,7 @@ def setup():
 
 def _move_alias_and_time_the_roll(done: dict) -> None:
     from airflowless import models
-    from airflowless.serve.adapter import current_runtime
+    from airflowless.serve.context import current_runtime
 
     time.sleep(3)
     runtime = current_runtime()

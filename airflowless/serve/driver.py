@@ -16,12 +16,13 @@ import threading
 import time
 import uuid
 from collections.abc import Coroutine
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._dask_internals import scheduler_identity
 from ..errors import ConfigError
 from ..runtime.tls import client_context, with_client_role
+from ..settings import get_settings
 from .config import DeploymentConfig
 from .controller import (
     Action,
@@ -42,20 +43,19 @@ from .controller import (
 )
 from .deployment import Deployment
 from .errors import DeploymentNotFoundError, ServeError
-from .handle import metadata_key
 from .http_options import HTTPOptions
 from .http_server import bound_port, ingress_ssl_context, make_server, run_server
 from .proxy import RouteTarget, build_app
 from .records import record_models, served_models
-from .replica import Replica, ReplicaInfo, ReplicaSpec
+from .replica import Replica, ReplicaSpec
+from .replica_table import ReplicaInfo, ReplicaTable, metadata_key
 from .router import Router
 from .wire import WireClient
 
-__all__ = ["ServeRuntime", "current_runtime", "start_runtime", "stop_runtime"]
+__all__ = ["ServeRuntime"]
 
 _TICK_S = 0.25
 _METRICS_S = 0.5
-_START_TIMEOUT_S = 300.0
 _AVOID_S = 60.0  # a worker whose replica failed its health check gets no new replica for this long
 FOLLOW_S = 2.0  # how often deployments bound to a model alias (models:/NAME@ALIAS) look where it points
 
@@ -81,8 +81,22 @@ class _App:
     ingress: Key
 
 
+@dataclass
+class _LiveReplica:
+    """What the driver holds for one replica it started, from its start until it stopped."""
+
+    worker: str = ""  # where it was placed ("" until then)
+    resources: dict[str, float] = field(default_factory=dict)  # what it takes there
+    starting: asyncio.Future[None] | None = None  # its start, while that runs
+    future: Any = None  # the Dask future of its actor
+    actor: Any = None
+    control: WireClient | None = None  # health checks, metrics and draining; None once it failed or stops
+    health_due: float = 0.0  # when its next probe is a health check (monotonic)
+    probing: bool = False
+
+
 class ServeRuntime:
-    """Serve's driver side: controller + Dask adapter + routers + HTTP proxy on one loop thread."""
+    """Serve's driver side: controller + Dask driver + routers + HTTP proxy on one loop thread."""
 
     def __init__(self, *, address: str, http_options: HTTPOptions, security: Any = None) -> None:
         self.address, self.http_options = address, http_options
@@ -97,13 +111,7 @@ class ServeRuntime:
         # every version of a deployment's spec that replicas may still be started with (a roll, its rollback)
         self._versions: dict[Key, dict[int, tuple[Deployment, tuple[Any, ...], dict[str, Any]]]] = {}
         self._routers: dict[Key, Router] = {}
-        self._futures: dict[str, Any] = {}
-        self._actors: dict[str, Any] = {}
-        self._control: dict[str, WireClient] = {}
-        self._placement: dict[str, tuple[str, dict[str, float]]] = {}
-        self._starting: dict[str, asyncio.Future[None]] = {}
-        self._health_due: dict[str, float] = {}
-        self._probing: set[str] = set()
+        self._replicas: dict[str, _LiveReplica] = {}  # replica id -> what this driver holds for it
         self._avoid: dict[str, float] = {}  # worker -> until when: it may be cut off (the scheduler lags)
         self._tasks: set[asyncio.Future[Any]] = set()
         self._listening: dict[str, contextlib.ExitStack] = {}  # app -> its control-plane subscription
@@ -118,6 +126,16 @@ class ServeRuntime:
         self.server: Any = None
         self._server_task: asyncio.Future[Any] | None = None
         self._tick_task: asyncio.Future[Any] | None = None
+
+    @classmethod
+    def on_current_cluster(cls, http_options: HTTPOptions) -> ServeRuntime:
+        """A runtime (not started) on this process's cluster: the worker's inside a task (e.g. a pipeline
+        stage), else the one ``init()`` connects to or starts."""
+        from ..runtime.cluster import get_client
+
+        client = get_client()
+        return cls(address=client.scheduler.address, http_options=http_options,
+                   security=with_client_role(client.security))
 
     # -- thread plumbing -------------------------------------------------------------------
     def _run_loop(self) -> None:
@@ -193,8 +211,8 @@ class ServeRuntime:
 
     def _execute(self, action: Action) -> None:
         if isinstance(action, StartReplica):
-            self._starting[action.replica_id] = self._spawn(
-                self._start_replica(action.key, action.replica_id, action.version))
+            live = self._replicas.setdefault(action.replica_id, _LiveReplica())
+            live.starting = self._spawn(self._start_replica(action.key, action.replica_id, action.version))
         elif isinstance(action, StopReplica):
             self._spawn(self._stop_replica(action.key, action.replica_id, drain=action.drain))
         elif isinstance(action, PublishReplicas):
@@ -202,19 +220,20 @@ class ServeRuntime:
 
     async def _start_replica(self, key: Key, replica_id: str, version: int = 0) -> None:
         deployment, args, kwargs = self._versions.get(key, {}).get(version) or self._specs[key]
+        live = self._replicas.setdefault(replica_id, _LiveReplica())
         try:
             worker = await self._place(key, deployment.config)
-            self._placement[replica_id] = (worker, deployment.config.resources)
+            live.worker, live.resources = worker, deployment.config.resources
             spec = ReplicaSpec(key[0], key[1], replica_id, deployment.target, args, kwargs,
                                deployment.config.user_config)
             dask_key = f"serve-{replica_id.replace('/', '-').replace('#', '-')}-{uuid.uuid4().hex[:8]}"
             future = self.client.submit(Replica, spec, actor=True, key=dask_key, workers=[worker],
                                         allow_other_workers=False, pure=False)
-            self._futures[replica_id] = future
-            actor = await asyncio.wait_for(future, _START_TIMEOUT_S)
-            self._actors[replica_id] = actor
+            live.future = future
+            actor = await asyncio.wait_for(future, get_settings().serve_start_timeout_s)
+            live.actor = actor
             info: ReplicaInfo = await asyncio.wait_for(actor.start(), 60)
-            self._control[replica_id] = await WireClient.connect(info.host, info.port, info.token,
+            live.control = await WireClient.connect(info.host, info.port, info.token,
                                                                  ssl_context=client_context(self.security),
                                                                  label=f"replica {replica_id}")
         except asyncio.CancelledError:
@@ -223,8 +242,8 @@ class ServeRuntime:
             self.feed(ReplicaFailed(replica_id, f"{type(exc).__name__}: {exc}", while_starting=True))
             return
         finally:
-            self._starting.pop(replica_id, None)
-        self._health_due[replica_id] = time.monotonic() + deployment.config.health_check_period_s
+            live.starting = None
+        live.health_due = time.monotonic() + deployment.config.health_check_period_s
         self.feed(ReplicaStarted(replica_id, info))
 
     async def _place(self, key: Key, config: DeploymentConfig) -> str:
@@ -232,11 +251,11 @@ class ServeRuntime:
         workers: dict[str, Any] = identity.get("workers", {})
         count: dict[str, int] = dict.fromkeys(workers, 0)
         used: dict[str, dict[str, float]] = {w: {} for w in workers}
-        for worker, resources in self._placement.values():
-            if worker in workers:
-                count[worker] += 1
-                for name, amount in resources.items():
-                    used[worker][name] = used[worker].get(name, 0) + amount
+        for placed in self._replicas.values():
+            if placed.worker in workers:
+                count[placed.worker] += 1
+                for name, amount in placed.resources.items():
+                    used[placed.worker][name] = used[placed.worker].get(name, 0) + amount
         fits = [w for w in workers if all(
             workers[w].get("resources", {}).get(name, 0) - used[w].get(name, 0) >= amount - 1e-9
             for name, amount in config.resources.items())]
@@ -250,11 +269,11 @@ class ServeRuntime:
         return min(fits, key=lambda w: (count[w], w))
 
     async def _stop_replica(self, key: Key, replica_id: str, *, drain: bool) -> None:
-        starting = self._starting.get(replica_id)
-        if starting is not None:
+        live = self._replicas.get(replica_id) or _LiveReplica()
+        if live.starting is not None:
             with contextlib.suppress(BaseException):
-                await asyncio.shield(starting)
-        control = self._control.pop(replica_id, None)
+                await asyncio.shield(live.starting)
+        control, live.control = live.control, None
         deployment = self._specs.get(key, (None,))[0]
         grace = deployment.config.graceful_shutdown_timeout_s if deployment is not None else 5.0
         if drain and control is not None:
@@ -265,17 +284,14 @@ class ServeRuntime:
                     await asyncio.sleep(0.05)
         if control is not None:
             await control.close()
-        actor = self._actors.pop(replica_id, None)
-        if actor is not None and drain:
+        if live.actor is not None and drain:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(actor.stop(), 5)
-        future = self._futures.pop(replica_id, None)
-        if future is not None:
+                await asyncio.wait_for(live.actor.stop(), 5)
+        if live.future is not None:
             with contextlib.suppress(Exception):
-                await self.client.cancel([future], force=True)
-            future.release()
-        self._placement.pop(replica_id, None)
-        self._health_due.pop(replica_id, None)
+                await self.client.cancel([live.future], force=True)
+            live.future.release()
+        self._replicas.pop(replica_id, None)
         self.feed(ReplicaStopped(replica_id))
 
     def _publish(self, key: Key, replica_ids: tuple[str, ...], unavailable: str = "") -> None:
@@ -285,9 +301,9 @@ class ServeRuntime:
         if router is not None:
             router.update(infos, unavailable=unavailable)
         if deployment is not None:
-            table = {"replicas": [astuple(i) for i in infos], "max_ongoing": deployment.config.max_ongoing_requests,
-                     "max_queued": deployment.config.max_queued_requests, "unavailable": unavailable}
-            self._spawn(self.client.set_metadata(metadata_key(*key), table))
+            table = ReplicaTable(tuple(infos), max_ongoing=deployment.config.max_ongoing_requests,
+                                 max_queued=deployment.config.max_queued_requests, unavailable=unavailable)
+            self._spawn(self.client.set_metadata(metadata_key(*key), table.to_metadata()))
 
     # -- health and metrics ---------------------------------------------------------------------
     async def _tick_loop(self) -> None:
@@ -301,7 +317,7 @@ class ServeRuntime:
             probes = []
             if now - last_metrics >= _METRICS_S:
                 last_metrics = now
-                probes = [self._probe(rid) for rid in list(self._control)]
+                probes = [self._probe(rid) for rid, live in list(self._replicas.items()) if live.control is not None]
             with contextlib.suppress(Exception):
                 await asyncio.gather(*probes)
             queued = {key: router.queued for key, router in self._routers.items()}
@@ -333,7 +349,7 @@ class ServeRuntime:
                                                           "max_replicas": auto.max_replicas},
                 "requests_per_s": served / interval, "requests": served, **latency_summary(latencies),
                 "replicas": [{"replica": r.replica_id, "state": r.state.value, "ongoing": r.ongoing,
-                              "worker": self._placement.get(r.replica_id, ("", {}))[0]}
+                              "worker": self._replicas.get(r.replica_id, _LiveReplica()).worker}
                              for r in self.core.replicas_of(key)]})
         if deployments or self.apps:
             coro = publish(self.client, SERVE_TOPIC, {"runtime": self.runtime_id, "deployments": deployments})
@@ -341,30 +357,31 @@ class ServeRuntime:
                 self._spawn(coro)
 
     async def _probe(self, replica_id: str) -> None:
-        control = self._control.get(replica_id)
-        if control is None or replica_id in self._probing:
+        live = self._replicas.get(replica_id)
+        if live is None or live.control is None or live.probing:
             return
+        control = live.control
         replica = self.core.replicas.get(replica_id)
         deployment = self._specs.get(replica.key, (None,))[0] if replica is not None else None
         if deployment is None:
             return
-        self._probing.add(replica_id)
-        health = time.monotonic() >= self._health_due.get(replica_id, 0)
+        live.probing = True
+        health = time.monotonic() >= live.health_due
         try:
             timeout = deployment.config.health_check_timeout_s
             reply = await asyncio.wait_for(control.call("__health__" if health else "__metrics__", (), {}), timeout)
             if health:
-                self._health_due[replica_id] = time.monotonic() + deployment.config.health_check_period_s
+                live.health_due = time.monotonic() + deployment.config.health_check_period_s
             self.feed(ReplicaMetrics(replica_id, int(reply["ongoing"])))
         except Exception as exc:
-            if self._control.pop(replica_id, None) is not None:
-                worker = self._placement.get(replica_id, ("", {}))[0]
-                self._avoid[worker] = time.monotonic() + _AVOID_S
+            if live.control is not None:
+                live.control = None
+                self._avoid[live.worker] = time.monotonic() + _AVOID_S
                 with contextlib.suppress(Exception):
                     await control.close()
                 self.feed(ReplicaFailed(replica_id, f"health check failed: {type(exc).__name__}: {exc}"))
         finally:
-            self._probing.discard(replica_id)
+            live.probing = False
 
     def _on_router_failure(self, replica_id: str) -> None:
         self._spawn(self._probe(replica_id))
@@ -474,7 +491,7 @@ class ServeRuntime:
                 if any(new is not None for new in moved):
                     chosen = [new or old for new, old in zip(moved, flat, strict=True)]
                     try:
-                        await self._roll(app.name, app.keys, chosen, timeout=_START_TIMEOUT_S)
+                        await self._roll(app.name, app.keys, chosen, timeout=get_settings().serve_start_timeout_s)
                     except ServeError as exc:  # not tried again until the alias moves elsewhere
                         tried = {v for spec in chosen for v in served_models(*spec[1:])}
                         self._refused |= tried - {v for spec in flat for v in served_models(*spec[1:])}
@@ -579,33 +596,3 @@ def _running() -> Any:
 
     return ReplicaState.RUNNING
 
-
-_lock = threading.Lock()
-_runtime: ServeRuntime | None = None
-
-
-def current_runtime() -> ServeRuntime | None:
-    return _runtime
-
-
-def start_runtime(http_options: HTTPOptions) -> ServeRuntime:
-    global _runtime
-    with _lock:
-        if _runtime is not None:
-            return _runtime
-        from ..runtime.cluster import get_client
-
-        client = get_client()  # the worker's client inside a task (e.g. a pipeline stage), else init()
-        runtime = ServeRuntime(address=client.scheduler.address, http_options=http_options,
-                               security=with_client_role(client.security))
-        runtime.start()
-        _runtime = runtime
-        return runtime
-
-
-def stop_runtime() -> None:
-    global _runtime
-    with _lock:
-        runtime, _runtime = _runtime, None
-    if runtime is not None:
-        runtime.stop()

@@ -1,0 +1,75 @@
+"""The one door to the private or undocumented parts of the other libraries airflowless uses.
+
+The same rule as :mod:`._dask_internals` for uvicorn, XGBoost, LightGBM,
+Optuna and HyperOpt: what has no public spelling lives here, one small named
+function each, saying what it touches and why; callers import these names,
+never a ``_``-attribute of those libraries; ``tests/test_library_internals.py``
+has a test per function against the real library, so an upgrade that breaks
+one fails there, by name.
+
+To add one: a function here with that docstring, a test there, and the caller
+importing it from this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["hyperopt_trial_doc", "lightgbm_log_here", "optuna_storage_id", "uvicorn_bound_port",
+           "xgboost_log_here"]
+
+
+def uvicorn_bound_port(server: Any) -> int:
+    """The port a started ``uvicorn.Server`` listens on (``port=0`` picks one).
+
+    Reads ``uvicorn.Server.servers`` (undocumented): uvicorn has no public way to
+    ask the bound address, and the asyncio servers it started know it.
+    """
+    return int(server.servers[0].sockets[0].getsockname()[1])
+
+
+def xgboost_log_here(callback: Any) -> bool:
+    """Make XGBoost's native log lines of the calling thread go to ``callback`` (a
+    ``ctypes.CFUNCTYPE(None, c_char_p)``); False if XGBoost refused.
+
+    Calls ``xgboost.core._LIB.XGBRegisterLogCallback``: the callback is per
+    thread, and XGBoost's Python package registers its own (``print``) only in
+    the thread that imported it, with no public call to set it elsewhere.
+    """
+    from xgboost import core
+
+    return bool(core._LIB.XGBRegisterLogCallback(callback) == 0)
+
+
+def lightgbm_log_here() -> bool:
+    """Make LightGBM's native log lines of the calling thread go to the logger given to
+    ``lightgbm.register_logger``; False if LightGBM refused.
+
+    Calls ``lightgbm.basic._LIB.LGBM_RegisterLogCallback`` with the package's own
+    callback (``_LIB.callback``): the native callback is per thread, and the
+    package registers it only in the thread that imported it.
+    """
+    from lightgbm import basic
+
+    return bool(basic._LIB.LGBM_RegisterLogCallback(basic._LIB.callback) == 0)
+
+
+def optuna_storage_id(trial: Any) -> int:
+    """The id an Optuna storage knows ``trial`` (an ``optuna.Trial``) by.
+
+    Reads ``optuna.Trial._trial_id``: Optuna has no public name for it (``number``
+    counts within a study, the storage keys by this id), and both reading a
+    trial's reported steps and restoring live trials need it.
+    """
+    return int(trial._trial_id)
+
+
+def hyperopt_trial_doc(trials: Any, tid: int) -> dict[str, Any]:
+    """The live document of trial ``tid`` in ``trials`` (a ``hyperopt.Trials``): set its
+    ``result`` and ``state``, then call ``trials.refresh()``.
+
+    Reads ``Trials._dynamic_trials``: ``Trials.trials`` is a copy made at the last
+    refresh, and hyperopt has no public call to finish a trial that was asked
+    for outside ``fmin`` (an ask-and-tell searcher's).
+    """
+    return next(doc for doc in trials._dynamic_trials if doc["tid"] == tid)

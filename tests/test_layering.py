@@ -1,0 +1,85 @@
+"""The import graph keeps its layers: no module of a package (``airflowless/serve``, ...) imports, even lazily inside a function,
+a module that imports it back (``if TYPE_CHECKING:`` imports do not count: they never run)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import airflowless
+
+ROOT = Path(airflowless.__file__).parent
+
+
+def _imports(root: Path, path: Path, package: str) -> set[str]:
+    """Modules of ``package`` that the module at ``path`` imports, at top level or inside functions."""
+    tree = ast.parse(path.read_text())
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    here = f"airflowless.{package}"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                base = f"{here}.{node.module}" if node.module else here
+            elif node.level == 0 and node.module:
+                base = node.module
+            else:
+                continue
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names if name.startswith(here + ".") and (root / package /
+                     f"{name.removeprefix(here + '.')}.py").exists())
+    return found
+
+
+def _cycle(package: str, root: Path = ROOT) -> list[str]:
+    """One import circle among the modules of ``airflowless/<package>``, or [] when there is none."""
+    graph = {f"airflowless.{package}.{p.stem}": _imports(root, p, package) for p in (root / package).glob("*.py")}
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> list[str]:
+        if module in path:
+            return path[path.index(module):] + [module]
+        if module in done:
+            return []
+        for nxt in sorted(graph.get(module, ())):
+            found = visit(nxt, path + [module])
+            if found:
+                return found
+        done.add(module)
+        return []
+
+    for module in sorted(graph):
+        found = visit(module, [])
+        if found:
+            return found
+    return []
+
+
+# control (api <-> service_api), dag (mapping -> stage -> trace) and data (dataset <-> grouped) still have one each
+CLEAN = ["cli", "datasets", "models", "plots", "progress", "runtime", "serve", "service", "store", "train", "tune"]
+
+
+@pytest.mark.parametrize("package", CLEAN)
+def test_no_import_circle_inside_the_package(package: str) -> None:
+    circle = _cycle(package)
+    assert not circle, "import circle: " + " -> ".join(m.rsplit(".", 1)[1] for m in circle)
+
+
+def test_the_check_sees_a_lazy_import_circle(tmp_path: Path) -> None:
+    package = tmp_path / "demo"
+    package.mkdir()
+    (package / "a.py").write_text("from .b import x\n")
+    (package / "b.py").write_text("def f():\n    from .a import y\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import y\n")
+    assert _cycle("demo", tmp_path) == ["airflowless.demo.a", "airflowless.demo.b", "airflowless.demo.a"]

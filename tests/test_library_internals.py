@@ -1,0 +1,110 @@
+"""airflowless._library_internals: one test per function, against the real library (an upgrade that breaks one
+fails here, by name)."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import socket
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from airflowless import _library_internals as internals
+
+
+def test_uvicorn_bound_port() -> None:
+    import uvicorn
+
+    async def app(scope: dict, receive: object, send: object) -> None:  # never called
+        raise AssertionError
+
+    async def main() -> int:
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
+        task = asyncio.ensure_future(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = internals.uvicorn_bound_port(server)
+        with socket.create_connection(("127.0.0.1", port), timeout=10):  # something listens there
+            pass
+        server.should_exit = True
+        await task
+        return port
+
+    assert asyncio.run(main()) > 0
+
+
+def _in_a_thread(fn: Any) -> Any:
+    """``fn()`` run in a new thread (the log callbacks are per thread: the test's own stays as it was)."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(fn()))
+    thread.start()
+    thread.join(120)
+    return out[0]
+
+
+def test_xgboost_log_here() -> None:
+    xgboost = pytest.importorskip("xgboost")
+    lines: list[str] = []
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(lambda message: lines.append(message.decode()))
+
+    def train() -> bool:
+        registered = internals.xgboost_log_here(callback)
+        x = np.random.default_rng(0).random((64, 3))
+        data = xgboost.DMatrix(x, label=x[:, 0])
+        xgboost.train({"verbosity": 3, "tree_method": "hist", "nthread": 1}, data, num_boost_round=1)
+        return registered
+
+    assert _in_a_thread(train)
+    assert lines  # XGBoost's own lines of that thread, not printed
+
+
+def test_lightgbm_log_here() -> None:
+    lightgbm = pytest.importorskip("lightgbm")
+    lines: list[str] = []
+
+    class Collect:
+        def info(self, message: str) -> None:
+            lines.append(message)
+
+        def warning(self, message: str) -> None:
+            lines.append(message)
+
+    def train() -> bool:
+        lightgbm.register_logger(Collect())
+        registered = internals.lightgbm_log_here()
+        x = np.random.default_rng(0).random((64, 3))
+        lightgbm.train({"verbose": 1, "num_threads": 1, "min_data_in_leaf": 1}, lightgbm.Dataset(x, label=x[:, 0]),
+                       num_boost_round=1)
+        return registered
+
+    assert _in_a_thread(train)
+    assert any("[LightGBM]" in line for line in lines)
+
+
+def test_optuna_storage_id() -> None:
+    optuna = pytest.importorskip("optuna")
+    study = optuna.create_study()
+    study.ask()
+    trial = study.ask()
+    trial.report(0.5, 3)
+    assert trial.storage.get_trial(internals.optuna_storage_id(trial)).intermediate_values == {3: 0.5}
+
+
+def test_hyperopt_trial_doc() -> None:
+    hyperopt = pytest.importorskip("hyperopt")
+    from hyperopt import base, hp, rand
+
+    trials = hyperopt.Trials()
+    domain = base.Domain(lambda config: config, {"x": hp.uniform("x", 0, 1)})
+    tids = trials.new_trial_ids(2)
+    trials.insert_trial_docs(rand.suggest(tids, domain, trials, 0))
+    trials.refresh()
+    doc = internals.hyperopt_trial_doc(trials, tids[1])
+    doc["result"] = {"loss": 0.25, "status": hyperopt.STATUS_OK}
+    doc["state"] = hyperopt.JOB_STATE_DONE
+    trials.refresh()
+    assert [t["tid"] for t in trials.trials if t["state"] == hyperopt.JOB_STATE_DONE] == [tids[1]]
+    assert trials.losses() == [None, 0.25]
