@@ -53,3 +53,30 @@ def test_hyperopt_state_round_trip_continues_the_search() -> None:
 def test_hyperopt_rejects_grid_search() -> None:
     with pytest.raises(ConfigError, match="cannot use GridSearch"):
         HyperOptSearch().set_search_properties("loss", "min", {"x": tune.grid_search([1, 2])}, 2, 0)
+
+
+def test_hyperopt_tries_the_points_to_evaluate_first_and_learns_from_them() -> None:
+    # Ray: HyperOptSearch(points_to_evaluate=[{...}])
+    points = [{"x": 2.0, "nested": {"n": 1, "c": "b", "lr": 0.01}},
+              {"x": -4.0, "nested": {"n": 3, "c": "a", "lr": 0.001}}]
+    searcher = HyperOptSearch(n_initial_points=2, seed=3, points_to_evaluate=points)
+    searcher.set_search_properties("loss", "min", SPACE, 6, 0)
+    configs = []
+    for i in range(6):
+        config = searcher.suggest(f"t{i}")
+        assert isinstance(config, dict)
+        configs.append(config)
+        if i == 0:  # the state saved now keeps the second point for a restored search
+            restored = HyperOptSearch(n_initial_points=2, seed=3, points_to_evaluate=points)
+            restored.set_search_properties("loss", "min", SPACE, 6, 0)
+            restored.set_state(searcher.get_state())
+            assert restored.suggest("again") == {**points[1], "fixed": 7}
+        searcher.on_trial_complete(f"t{i}", {"loss": loss(config)})
+    assert configs[:2] == [{**points[0], "fixed": 7}, {**points[1], "fixed": 7}]
+    assert [t["result"]["loss"] for t in searcher._trials.trials[:2]] == [1.0, 39.0]  # TPE saw their losses
+    with pytest.raises(ConfigError, match=r"misses \['nested/lr'\]"):
+        HyperOptSearch(points_to_evaluate=[{"x": 1.0, "nested": {"n": 1, "c": "a"}}]).set_search_properties(
+            "loss", "min", SPACE, 2, 0)
+    with pytest.raises(ConfigError, match=r"gives nested/c='z', not one of its choices \['a', 'b'\]"):
+        HyperOptSearch(points_to_evaluate=[{**points[0], "nested": {**points[0]["nested"], "c": "z"}}]
+                       ).set_search_properties("loss", "min", SPACE, 2, 0)

@@ -10,7 +10,7 @@ import cloudpickle
 
 from ..._library_internals import hyperopt_trial_doc
 from ...errors import ConfigError
-from .searcher import FINISHED, Searcher
+from .searcher import FINISHED, Searcher, checked_points, flat_point
 from .space import Categorical, Domain, Float, Function, GridSearch, Integer
 from .variants import flatten, unflatten
 
@@ -46,12 +46,16 @@ class HyperOptSearch(Searcher):
     """Suggest configs with HyperOpt's TPE; ``seed`` makes the search repeatable.
 
     ``n_initial_points`` random configs come first (TPE's startup), as in HyperOpt.
+    ``points_to_evaluate``: configs (as the param space nests them, every sampled key) tried first, in
+    order, before TPE suggests any; TPE learns from their results too (Ray's argument).
     """
 
     def __init__(self, *, metric: str | None = None, mode: str | None = None, n_initial_points: int = 20,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, points_to_evaluate: list[dict[str, Any]] | None = None) -> None:
         self.metric, self.mode = metric, mode
         self.n_initial_points, self.seed = n_initial_points, seed
+        self.points_to_evaluate = checked_points(points_to_evaluate)
+        self._points: list[dict[str, Any]] = []  # hyperopt's values of the points not suggested yet
         self._space: dict[str, Any] = {}
         self._trials: Any = None
         self._live: dict[str, int] = {}
@@ -74,13 +78,35 @@ class HyperOptSearch(Searcher):
                 raise ConfigError(f"HyperOptSearch cannot use {type(value).__name__} at {label}")
             self._space[label] = _translate(label, value) if isinstance(value, Domain) else value
         self._trials = Trials()
+        self._points = [self._values(point, flat) for point in self.points_to_evaluate]
         self._remaining = num_samples
         self._rng = np.random.default_rng(self.seed if self.seed is not None else seed)
+
+    @staticmethod
+    def _values(point: dict[str, Any], flat: dict[tuple[str, ...], Any]) -> dict[str, Any]:
+        """A point as hyperopt records a trial's values: a choice by its index."""
+        sampled = {"/".join(path): value for path, value in flat.items() if isinstance(value, Domain)}
+        given = flat_point(point, sampled)
+        missing = sorted(set(sampled) - set(given))
+        if missing:
+            raise ConfigError(f"a point to evaluate for HyperOptSearch gives every sampled key; {point!r} "
+                              f"misses {missing}")
+        values = {}
+        for label, value in given.items():
+            domain = sampled[label]
+            if isinstance(domain, Categorical):
+                if value not in domain.categories:
+                    raise ConfigError(f"points_to_evaluate gives {label}={value!r}, not one of its choices "
+                                      f"{list(domain.categories)}")
+                value = list(domain.categories).index(value)
+            values[label] = value
+        return values
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         from functools import partial
 
         from hyperopt import base, space_eval, tpe
+        from hyperopt.fmin import generate_trial
 
         if self._remaining <= 0:
             return FINISHED
@@ -88,8 +114,11 @@ class HyperOptSearch(Searcher):
         domain = base.Domain(lambda config: config, self._space)
         new_ids = self._trials.new_trial_ids(1)
         self._trials.refresh()
-        algo = partial(tpe.suggest, n_startup_jobs=self.n_initial_points)
-        docs = algo(new_ids, domain, self._trials, int(self._rng.integers(2**31)))
+        if self._points:  # a point to evaluate, recorded as TPE records its own suggestions
+            docs = [generate_trial(new_ids[0], self._points.pop(0))]
+        else:
+            algo = partial(tpe.suggest, n_startup_jobs=self.n_initial_points)
+            docs = algo(new_ids, domain, self._trials, int(self._rng.integers(2**31)))
         self._trials.insert_trial_docs(docs)
         self._trials.refresh()
         values = {k: v[0] for k, v in docs[0]["misc"]["vals"].items() if v}
@@ -115,8 +144,9 @@ class HyperOptSearch(Searcher):
 
     def get_state(self) -> dict[str, Any]:
         return {"trials": base64.b64encode(cloudpickle.dumps((self._trials, self._live, self._rng))).decode(),
-                "remaining": self._remaining}
+                "remaining": self._remaining, "points": self._points}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._trials, self._live, self._rng = cloudpickle.loads(base64.b64decode(state["trials"]))
         self._remaining = state["remaining"]
+        self._points = list(state.get("points", []))

@@ -9,7 +9,7 @@ import cloudpickle
 
 from ..._library_internals import optuna_storage_id
 from ...errors import ConfigError
-from .searcher import FINISHED, Searcher
+from .searcher import FINISHED, Searcher, checked_points, flat_point
 from .space import Categorical, Domain, Float, Function, GridSearch, Integer
 from .variants import Path, flatten, unflatten
 
@@ -42,12 +42,9 @@ class OptunaSearch(Searcher):
 
     def __init__(self, *, metric: str | None = None, mode: str | None = None, sampler: Any = None,
                  seed: int | None = None, points_to_evaluate: list[dict[str, Any]] | None = None) -> None:
-        if points_to_evaluate is not None and not (isinstance(points_to_evaluate, list)
-                                                   and all(isinstance(p, dict) for p in points_to_evaluate)):
-            raise ConfigError(f"points_to_evaluate is a list of configs (dicts), got {points_to_evaluate!r}")
         self.metric, self.mode = metric, mode
         self.sampler, self.seed = sampler, seed
-        self.points_to_evaluate = list(points_to_evaluate or [])
+        self.points_to_evaluate = checked_points(points_to_evaluate)
         self._study: Any = None
         self._distributions: dict[str, Any] = {}
         self._constants: dict[Path, Any] = {}
@@ -73,12 +70,7 @@ class OptunaSearch(Searcher):
         self._study = optuna.create_study(direction="minimize" if self.mode == "min" else "maximize",
                                           sampler=sampler)
         for point in self.points_to_evaluate:  # asked before the sampler is
-            given = {"/".join(path): value for path, value in flatten(point).items()}
-            unknown = sorted(set(given) - set(self._distributions))
-            if unknown:
-                raise ConfigError(f"points_to_evaluate names {unknown}, which the param space does not sample; "
-                                  f"it samples {sorted(self._distributions)}")
-            self._study.enqueue_trial(given)
+            self._study.enqueue_trial(flat_point(point, self._distributions))
         self._remaining = num_samples
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:

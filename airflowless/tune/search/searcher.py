@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import ConfigError
+from .variants import flatten
+
 __all__ = ["Searcher", "FINISHED", "BasicVariantGenerator", "ConcurrencyLimiter"]
 
 FINISHED = "FINISHED"
@@ -83,8 +86,6 @@ class ConcurrencyLimiter(Searcher):
     """At most ``max_concurrent`` suggested trials unfinished at once."""
 
     def __init__(self, searcher: Searcher, max_concurrent: int) -> None:
-        from ...errors import ConfigError
-
         if max_concurrent < 1:
             raise ConfigError(f"max_concurrent must be >= 1, got {max_concurrent}")
         self.searcher = searcher
@@ -117,3 +118,20 @@ class ConcurrencyLimiter(Searcher):
     def set_state(self, state: dict[str, Any]) -> None:
         self.searcher.set_state(state["inner"])
         self._live = set(state["live"])
+
+
+def checked_points(points: Any) -> list[dict[str, Any]]:
+    """A searcher's ``points_to_evaluate`` (Ray's argument): configs tried first, in order; [] for None."""
+    if points is not None and not (isinstance(points, list) and all(isinstance(p, dict) for p in points)):
+        raise ConfigError(f"points_to_evaluate is a list of configs (dicts), got {points!r}")
+    return list(points or [])
+
+
+def flat_point(point: dict[str, Any], sampled: Any) -> dict[str, Any]:
+    """``point`` as ``"a/b"`` names -> values; every name must be one of ``sampled`` (the space's sampled keys)."""
+    given = {"/".join(path): value for path, value in flatten(point).items()}
+    unknown = sorted(set(given) - set(sampled))
+    if unknown:
+        raise ConfigError(f"points_to_evaluate names {unknown}, which the param space does not sample; "
+                          f"it samples {sorted(sampled)}")
+    return given
