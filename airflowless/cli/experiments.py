@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ..store.records import ExperimentStatus
+from ..store.records import AUTO_FILLED, ExperimentStatus
 from .runs import _open
 
 _STYLE = {"completed": "green", "errored": "red", "completed_with_errors": "yellow", "running": "blue",
@@ -159,7 +159,8 @@ def _number(value: Any) -> str:
 
 
 def _metrics(values: dict[str, Any] | None) -> str:
-    shown = {k: v for k, v in (values or {}).items() if k != "training_iteration" and not k.startswith("_")}
+    shown = {k: v for k, v in (values or {}).items()
+             if k != "training_iteration" and k not in AUTO_FILLED and not k.startswith("_")}
     return ", ".join(f"{k}={_number(v)}" for k, v in shown.items())
 
 

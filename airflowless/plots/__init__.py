@@ -22,10 +22,12 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, UsageError
+from ..store.records import AUTO_FILLED
 
 __all__ = ["learning_curves", "operator_chart", "first_metric", "ITERATION"]
 
 ITERATION = "training_iteration"
+_NOT_METRICS = frozenset({ITERATION, *AUTO_FILLED})  # what a trial's reports carry besides its own metrics
 # Okabe and Ito's palette, told apart with any colour vision; the best trial takes its vermilion
 BEST_COLOR = "#D55E00"
 _OTHER_COLORS = ("#0072B2", "#009E73", "#E69F00", "#56B4E9", "#CC79A7", "#F0E442", "#000000")
@@ -52,7 +54,7 @@ def first_metric(histories: Sequence[Sequence[Mapping[str, Any]]]) -> str:
     for history in histories:
         for report in history:
             for key, value in report.items():
-                if key != ITERATION and not key.startswith("_") and _number(value) is not None:
+                if key not in _NOT_METRICS and not key.startswith("_") and _number(value) is not None:
                     return key
     raise ConfigError("nothing to plot: no report has a numeric metric; pass metric='<name>' of a reported "
                      "number, after the trials reported some")

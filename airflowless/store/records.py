@@ -18,7 +18,11 @@ from typing import Any
 from .clock import aware
 from .liveness import Driver, driver_alive
 
-__all__ = ["RunRecord", "StageRecord", "RunStatus", "StageStatus", "ExperimentStatus", "run_from_row"]
+__all__ = ["RunRecord", "StageRecord", "RunStatus", "StageStatus", "ExperimentStatus", "run_from_row", "AUTO_FILLED"]
+
+AUTO_FILLED = ("trial_id", "time_this_iter_s", "time_total_s", "timestamp", "date")
+"""What the Tune driver adds to every report of a trial, as Ray Tune does (with ``training_iteration``); a
+metric of the trial's own with one of these names is kept instead. Tables and plots leave them out."""
 
 
 class RunStatus:

@@ -15,6 +15,7 @@ the experiment state every few seconds.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import itertools
 import queue
 import time
@@ -320,7 +321,8 @@ class TuneDriver:
             for report in message.get("reports", ()):
                 self.received[trial_id] = self.received.get(trial_id, 0) + 1
                 self._result(trial_id, {**report["metrics"], "training_iteration": report["step"],
-                                        "checkpoint_uri": report.get("checkpoint")})
+                                        "checkpoint_uri": report.get("checkpoint"), "_reported_at": report.get("time"),
+                                        "_this_iter_s": report.get("this_iter_s")})
             if message.get("event") == "outcome":
                 self.outcomes[message["task"]] = message
             elif message.get("event") == "started" and trial_id in self.controller.trials:
@@ -362,7 +364,19 @@ class TuneDriver:
                 with contextlib.suppress(Exception):
                     self.client.run(stop_function_trial, self.runs[trial_id])
 
+    def _auto_filled(self, trial_id: str, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` with Ray's auto-filled fields (:data:`~.trial.AUTO_FILLED`) after the trial's own metrics."""
+        at = float(result.pop("_reported_at", None) or time.time())
+        this_iter = float(result.pop("_this_iter_s", None) or 0.0)
+        trial = self.controller.trials.get(trial_id)
+        before = trial.last_result.get("time_total_s", 0.0) if trial is not None else 0.0
+        auto = {"trial_id": trial_id, "time_this_iter_s": this_iter,
+                "time_total_s": (before if isinstance(before, (int, float)) else 0.0) + this_iter,
+                "timestamp": int(at), "date": dt.datetime.fromtimestamp(at).strftime("%Y-%m-%d_%H-%M-%S")}
+        return {**result, **{key: value for key, value in auto.items() if key not in result}}
+
     def _result(self, trial_id: str, result: dict[str, Any]) -> None:
+        result = self._auto_filled(trial_id, result)
         iteration, seen = int(result.get("training_iteration", 0)), self.seen.setdefault(trial_id, set())
         if iteration in seen:  # replayed by a trial restarted from an earlier checkpoint: kept once
             future = self.futures.get(trial_id)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextvars
 import queue
 import threading
+import time
 from typing import Any
 
 from ..settings import get_settings
@@ -65,10 +66,13 @@ class _Run:
         self.stop_requested = False  # set by stop_function_trial: the run stops at its next report
         self._decisions: Any = None
         self._unsent: list[dict[str, Any]] = []
+        self._last = time.time()  # the run's start, then its latest report: each report's time_this_iter_s
         self._sending = threading.Lock()  # keeps the topic's messages in the order of the reports
 
     def report(self, message: dict[str, Any]) -> None:
         """A report for the Tuner: sent now if it is answered or carries a checkpoint, else soon (see the module)."""
+        now = float(message.get("time") or time.time())
+        message["this_iter_s"], self._last = now - self._last, now
         with self._sending:
             self.sent += 1
             self._unsent.append(message)

@@ -76,7 +76,7 @@ class ResultGrid:
         return best[1]
 
     def get_dataframe(self, filter_metric: str | None = None, filter_mode: str | None = None) -> Any:
-        """One row per trial: its config (``config/<name>``) and the metrics of its last report.
+        """One row per trial: its config (``config/<name>``), its ``trial_id`` and the metrics of its last report.
 
         With ``filter_metric`` and ``filter_mode`` ("min"/"max"), each row holds
         the metrics of the trial's report that is best by that metric instead.
@@ -97,6 +97,8 @@ class ResultGrid:
                 metrics = _best_report(r.metrics_history, filter_metric, filter_mode == "min") or metrics
             row = {**metrics, **{f"config/{k}": v for k, v in _flat(r.config).items()},
                    "trial_path": r.path, "error": None if r.error is None else str(r.error)}
+            if "trial_id" not in row and r.path:  # a trial that never reported: named by its folder
+                row["trial_id"] = r.path.rstrip("/").rsplit("/", 1)[-1]
             rows.append(row)
         return pd.DataFrame(rows)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +50,13 @@ class _TrialRecorder(Recorder):
     def __init__(self, trial_id: str, events: queue.Queue[Any], stop: threading.Event, decides: bool) -> None:
         self.trial_id, self.events, self.stop = trial_id, events, stop
         self.decides_reports = decides
+        self._last = time.time()  # the fit's start, then its latest report: each report's time_this_iter_s
 
     def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None:
-        result = {**metrics, "training_iteration": step, "checkpoint_uri": checkpoint_uri}
+        now = time.time()
+        result = {**metrics, "training_iteration": step, "checkpoint_uri": checkpoint_uri, "_reported_at": now,
+                  "_this_iter_s": now - self._last}
+        self._last = now
         if not self.decides_reports:
             self.events.put(TrainerReport(self.trial_id, result))
             return

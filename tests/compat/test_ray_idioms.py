@@ -70,3 +70,26 @@ def test_a_result_is_read_back_from_its_trials_folder(tmp_path: Path) -> None:
     assert again.get_best_checkpoint("loss", "min") is not None
     with pytest.raises(ConfigError, match="no Tune trial or Trainer fit"):
         Result.from_path(str(tmp_path / "from-path" / "no-such-trial"))
+
+
+def timed(config: dict[str, Any]) -> None:
+    import time
+
+    for step in range(3):
+        time.sleep(0.05)
+        train.report({"loss": 1.0 / (step + 1)})
+
+
+def test_results_carry_rays_auto_filled_fields_and_the_dataframe_a_trial_id() -> None:
+    # Ray: result.metrics["trial_id"], ["time_total_s"], ["time_this_iter_s"], ["timestamp"], ["date"]
+    grid = tune.Tuner(timed, param_space={"x": tune.grid_search([1, 2])}, run_config=RunConfig(name="auto-filled"),
+                      tune_config=tune.TuneConfig(metric="loss", mode="min")).fit()
+    for result in grid:
+        history = result.metrics_history
+        assert [h["training_iteration"] for h in history] == [1, 2, 3]
+        assert {h["trial_id"] for h in history} == {Path(result.path).name}
+        assert all(h["time_this_iter_s"] >= 0.04 for h in history)  # each slept 50 ms before it reported
+        assert history[-1]["time_total_s"] == pytest.approx(sum(h["time_this_iter_s"] for h in history))
+        assert all(isinstance(h["timestamp"], int) and len(h["date"]) == len("2026-11-28_01-02-03") for h in history)
+    frame = grid.get_dataframe()
+    assert sorted(frame["trial_id"]) == sorted(Path(r.path).name for r in grid)

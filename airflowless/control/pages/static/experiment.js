@@ -6,7 +6,7 @@
   const { el, getJSON, poll, section, table, badge, replace, legend, link, number, actionButton } = AF;
   const id = AF.id;
   const INACTIVE = new Set(["paused", "errored", "error", "stopped", "completed_with_errors"]);
-  const HIDDEN = new Set(["step", "training_iteration", "timestamp", "done"]);
+  const HIDDEN = new Set(["step", "training_iteration", "timestamp", "done", "trial_id", "date", "time_this_iter_s", "time_total_s"]);
   let chosen = null;       // the metric the curves show
   const cache = new Map(); // trial id -> {iterations, status, history: [{step, metric: value...}]}
   const BATCH = 200;       // trial ids per request (beyond that, one request for every trial)

@@ -17,7 +17,7 @@
       trial.error ? el("pre", { class: "af-tb" }, trial.error) : null);
     const rows = history.metrics || [];
     const names = (history.names || []).filter((n) => rows.some((r) => typeof r[n] === "number"));
-    const charts = names.filter((n) => !["step", "training_iteration", "timestamp", "time_total_s"].includes(n)).slice(0, 12);
+    const charts = names.filter((n) => !["step", "training_iteration", "timestamp", "time_total_s", "time_this_iter_s", "trial_id", "date"].includes(n)).slice(0, 12);
     // rebuilt (a few small charts), put in the page only when they differ from what is there
     update(section("curves", "Metrics"), el("div", { class: "af-row" }, charts.map((n) => el("div", {},
       el("h3", {}, n),
