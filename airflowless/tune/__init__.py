@@ -8,6 +8,7 @@ Float(lower=0.2, upper=0.4, log=False, q=None, mean=None, sd=None)
 from ..train.checkpoint import Checkpoint
 from ..train.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ..train.context import get_checkpoint, get_context, report
+from .analysis import ExperimentAnalysis, run
 from .callback import Callback, LoggerCallback
 from .config import TuneConfig
 from .result_grid import ResultGrid
@@ -48,7 +49,7 @@ __all__ = ["Tuner", "TuneConfig", "ResultGrid", "report", "get_checkpoint", "get
            "MedianStoppingRule", "PopulationBasedTraining", "Decision", "MaximumIterationStopper", "TimeoutStopper", "TrialPlateauStopper",
            "FunctionStopper", "OptunaSearch", "HyperOptSearch",
            "with_parameters", "with_resources", "Callback", "LoggerCallback", "RunConfig", "CheckpointConfig", "FailureConfig", "ScalingConfig",
-           "Checkpoint"]
+           "Checkpoint", "run", "ExperimentAnalysis"]
 
 
 

@@ -12,7 +12,7 @@ import pytest
 
 # Ray: from ray import train, tune; from ray.train import Checkpoint, RunConfig
 from airflowless import train, tune
-from airflowless.errors import ConfigError
+from airflowless.errors import ConfigError, TrialsErroredError
 from airflowless.train import Checkpoint, RunConfig
 
 pytestmark = pytest.mark.usefixtures("cluster_client", "home")
@@ -93,3 +93,30 @@ def test_results_carry_rays_auto_filled_fields_and_the_dataframe_a_trial_id() ->
         assert all(isinstance(h["timestamp"], int) and len(h["date"]) == len("2026-11-28_01-02-03") for h in history)
     frame = grid.get_dataframe()
     assert sorted(frame["trial_id"]) == sorted(Path(r.path).name for r in grid)
+
+
+def quadratic(config: dict[str, Any]) -> None:
+    for step in range(1, 4):
+        train.report({"loss": (config["x"] - 3) ** 2 + 1 / step})
+    if config["x"] == 99:
+        raise RuntimeError("x=99 is refused")
+
+
+def test_the_legacy_tune_run_returns_an_analysis(tmp_path: Path) -> None:
+    # Ray: analysis = tune.run(fn, config=..., metric=, mode=); analysis.best_config / best_result / dataframe()
+    analysis = tune.run(quadratic, config={"x": tune.grid_search([1, 3, 4])}, metric="loss", mode="min",
+                        name="legacy-run", storage_path=str(tmp_path), resources_per_trial={"cpu": 1})
+    assert analysis.best_config == {"x": 3}
+    assert analysis.best_result["loss"] == pytest.approx(1 / 3) and analysis.best_result["training_iteration"] == 3
+    assert sorted(analysis.dataframe()["config/x"]) == [1, 3, 4]
+    best_rows = analysis.dataframe(metric="loss", mode="min")
+    assert sorted(best_rows["loss"]) == pytest.approx(sorted([4 + 1 / 3, 1 / 3, 1 + 1 / 3]))
+    assert set(analysis.results) == set(analysis.results_df["trial_id"])
+    assert analysis.best_path is not None and analysis.best_path.startswith(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"does not take \['resume'\]"):
+        tune.run(quadratic, config={}, resume=True)
+    with pytest.raises(TrialsErroredError, match="1 of 2 trial\\(s\\) errored, the first with: .*x=99 is refused"):
+        tune.run(quadratic, config={"x": tune.grid_search([3, 99])}, metric="loss", mode="min", name="legacy-fail")
+    kept = tune.run(quadratic, config={"x": tune.grid_search([3, 99])}, metric="loss", mode="min",
+                    name="legacy-kept", raise_on_failed_trial=False)
+    assert kept.best_config == {"x": 3} and len(kept.trials) == 2
