@@ -59,13 +59,22 @@ class ScalingConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointConfig:
-    """Which checkpoints to keep: the best ``num_to_keep`` by a score (and always the latest)."""
+    """Which checkpoints to keep: the best ``num_to_keep`` by a score (and always the latest).
+
+    ``checkpoint_frequency`` and ``checkpoint_at_end`` are for class trainables (``tune.Trainable``):
+    save every that many steps, and after the last one (a step that returns ``done``).
+    """
 
     num_to_keep: int | None = None
     checkpoint_score_attribute: str | None = None
     checkpoint_score_order: str = "max"
+    checkpoint_frequency: int = 0
+    checkpoint_at_end: bool | None = None
 
     def __post_init__(self) -> None:
+        if not _is_int(self.checkpoint_frequency) or self.checkpoint_frequency < 0:
+            raise ConfigError("CheckpointConfig.checkpoint_frequency must be an integer >= 0 (0: never), "
+                              f"got {self.checkpoint_frequency!r}")
         if self.num_to_keep is not None and (not _is_int(self.num_to_keep) or self.num_to_keep < 1):
             raise ConfigError(f"CheckpointConfig.num_to_keep must be None or an integer >= 1, got {self.num_to_keep!r}")
         if self.checkpoint_score_attribute is not None and not isinstance(self.checkpoint_score_attribute, str):

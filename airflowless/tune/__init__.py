@@ -39,6 +39,7 @@ from .search.space import (
     uniform,
 )
 from .stoppers import FunctionStopper, MaximumIterationStopper, TimeoutStopper, TrialPlateauStopper
+from .trainable import Trainable
 from .tuner import Tuner
 from .wrappers import with_parameters, with_resources
 
@@ -49,7 +50,7 @@ __all__ = ["Tuner", "TuneConfig", "ResultGrid", "report", "get_checkpoint", "get
            "MedianStoppingRule", "PopulationBasedTraining", "Decision", "MaximumIterationStopper", "TimeoutStopper", "TrialPlateauStopper",
            "FunctionStopper", "OptunaSearch", "HyperOptSearch",
            "with_parameters", "with_resources", "Callback", "LoggerCallback", "RunConfig", "CheckpointConfig", "FailureConfig", "ScalingConfig",
-           "Checkpoint", "run", "ExperimentAnalysis"]
+           "Checkpoint", "run", "ExperimentAnalysis", "Trainable"]
 
 
 

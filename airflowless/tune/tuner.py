@@ -44,6 +44,7 @@ from .result_grid import ResultGrid
 from .search.searcher import BasicVariantGenerator, Searcher
 from .search.variants import check_space
 from .stoppers import as_stoppers
+from .trainable import as_function, is_trainable_class
 from .trial import TrialStatus
 from .wrappers import ParameterizedTrainable
 
@@ -58,11 +59,13 @@ class Tuner:
     def __init__(self, trainable: Any, *, param_space: dict[str, Any] | None = None,
                  tune_config: TuneConfig | None = None, run_config: RunConfig | None = None) -> None:
         if not (callable(trainable) or isinstance(trainable, BaseTrainer)):
-            raise ConfigError(f"a Tuner tunes a function or a Trainer, got {trainable!r}")
-        self.trainable = trainable
+            raise ConfigError(f"a Tuner tunes a function, a Trainer or a tune.Trainable class, got {trainable!r}")
         self.param_space = check_space(param_space)
         self.tune_config = tune_config or TuneConfig()
         self.run_config = run_config or RunConfig()
+        if is_trainable_class(trainable):  # Ray's class API runs as a function trial
+            trainable = as_function(trainable, self.run_config.checkpoint_config)
+        self.trainable = trainable
         if not isinstance(self.tune_config, TuneConfig):
             raise ConfigError(f"tune_config must be a TuneConfig, got {type(self.tune_config).__name__}")
         self._restored: dict[str, Any] | None = None

@@ -120,3 +120,46 @@ def test_the_legacy_tune_run_returns_an_analysis(tmp_path: Path) -> None:
     kept = tune.run(quadratic, config={"x": tune.grid_search([3, 99])}, metric="loss", mode="min",
                     name="legacy-kept", raise_on_failed_trial=False)
     assert kept.best_config == {"x": 3} and len(kept.trials) == 2
+
+
+class Climber(tune.Trainable):
+    """Ray's class API, as Ray's docs write it: state in setup, one step per iteration, a checkpoint as a file."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self.height, self.rate = 0.0, config["rate"]
+
+    def step(self) -> dict[str, Any]:
+        if self.iteration == 4 and self.config["fail_once"] and not Path(self.config["marks"], "failed").exists():
+            Path(self.config["marks"], "failed").touch()
+            raise RuntimeError("a crash after the checkpoint of iteration 4")
+        self.height += self.rate
+        return {"height": self.height, "done": self.height >= 6 * self.rate}
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        Path(checkpoint_dir, "height.txt").write_text(str(self.height))
+
+    def load_checkpoint(self, checkpoint: Any) -> None:
+        Path(self.config["marks"], "loaded").write_text(Path(checkpoint, "height.txt").read_text())
+        self.height = float(Path(checkpoint, "height.txt").read_text())
+
+
+def test_the_class_api_steps_checkpoints_and_resumes_after_a_crash(tmp_path: Path) -> None:
+    # Ray: class MyTrainable(tune.Trainable): setup / step / save_checkpoint / load_checkpoint
+    grid = tune.Tuner(Climber, param_space={"rate": tune.grid_search([1.0, 2.0]), "fail_once": False,
+                                            "marks": str(tmp_path)},
+                      tune_config=tune.TuneConfig(metric="height", mode="max"),
+                      run_config=RunConfig(name="climber", stop={"training_iteration": 10},
+                                           checkpoint_config=train.CheckpointConfig(checkpoint_frequency=2,
+                                                                                    checkpoint_at_end=True))).fit()
+    by_rate = {r.config["rate"]: r for r in grid}
+    assert [h["height"] for h in by_rate[2.0].metrics_history] == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]  # done at 12
+    assert by_rate[2.0].metrics["training_iteration"] == 6 and by_rate[2.0].checkpoint is not None
+    assert by_rate[2.0].checkpoint.path.endswith("checkpoint_000006")  # saved at the end, as at 2 and 4
+
+    crashed = tune.Tuner(Climber, param_space={"rate": 1.0, "fail_once": True, "marks": str(tmp_path)},
+                         tune_config=tune.TuneConfig(metric="height", mode="max", max_failures=1),
+                         run_config=RunConfig(name="climber-crash", checkpoint_config=train.CheckpointConfig(
+                             checkpoint_frequency=2))).fit()
+    (result,) = crashed
+    assert result.error is None and (tmp_path / "loaded").read_text() == "4.0"  # restored at its checkpoint
+    assert [h["height"] for h in result.metrics_history] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
