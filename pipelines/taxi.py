@@ -83,7 +83,8 @@ def fit(splits: dict[str, data.Dataset], num_workers: int, num_boost_round: int,
     assert best.checkpoint is not None
     return {"checkpoint": best.checkpoint.path, "config": best.config["params"], "trials": len(grid),
             "errors": grid.num_errors,
-            "metrics": {k: round(float(v), 4) for k, v in (best.metrics or {}).items()}}
+            "metrics": {k: round(float(v), 4) for k, v in (best.metrics or {}).items()  # the model's own
+                        if k.startswith(("train-", "valid-"))}}
 
 
 @stage

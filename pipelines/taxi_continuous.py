@@ -168,8 +168,8 @@ def train_candidate(days: dict[str, Any], num_samples: int, num_boost_round: int
     if best.checkpoint is None:
         raise RuntimeError(f"no trial of the retraining left a checkpoint ({grid.num_errors} of {len(grid)} failed)")
     return {"checkpoint": best.checkpoint.path, "config": best.config["params"],
-            "metrics": {k: round(float(v), 5) for k, v in (best.metrics or {}).items()
-                        if isinstance(v, int | float) and not isinstance(v, bool)}}
+            "metrics": {k: round(float(v), 5) for k, v in (best.metrics or {}).items()  # the model's own
+                        if k.startswith(("train-", "valid-"))}}
 
 
 @stage(cache=False)  # the champion may have moved since
