@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["hyperopt_trial_doc", "lightgbm_log_here", "optuna_storage_id", "uvicorn_bound_port",
-           "xgboost_log_here"]
+__all__ = ["fastapi_route_with_endpoint", "hyperopt_trial_doc", "let_starlette_state_pickle", "lightgbm_log_here",
+           "optuna_storage_id", "uvicorn_bound_port", "xgboost_log_here"]
 
 
 def uvicorn_bound_port(server: Any) -> int:
@@ -26,6 +26,41 @@ def uvicorn_bound_port(server: Any) -> int:
     ask the bound address, and the asyncio servers it started know it.
     """
     return int(server.servers[0].sockets[0].getsockname()[1])
+
+
+def let_starlette_state_pickle() -> None:
+    """Make Starlette's ``State`` (``app.state``, ``request.state``) survive a pickle round trip.
+
+    Its ``__getattr__`` reads ``self._state`` before unpickling has set it, and
+    recurses until Python gives up, so an app, or a function that uses one, did
+    not pickle. A reducer registered with ``copyreg`` (which pickle and
+    cloudpickle both consult) pickles it as the dict it holds.
+    """
+    import copyreg
+
+    from starlette.datastructures import State
+
+    copyreg.pickle(State, _reduce_state)
+
+
+def _reduce_state(state: Any) -> tuple[Any, tuple[dict[str, Any]]]:
+    return (type(state), (dict(vars(state)["_state"]),))
+
+
+def fastapi_route_with_endpoint(route: Any, endpoint: Any) -> Any:
+    """A new ``fastapi.routing.APIRoute`` like ``route`` whose endpoint is ``endpoint``.
+
+    FastAPI reads an endpoint's signature (its parameters, dependencies, body)
+    when the route is made, and has no call to swap an endpoint; each argument
+    of ``APIRoute.__init__`` is read back from the attribute of the same name
+    that the route keeps.
+    """
+    import inspect
+
+    from fastapi.routing import APIRoute
+
+    names = [name for name in inspect.signature(APIRoute.__init__).parameters if name not in ("self", "path", "endpoint")]
+    return APIRoute(route.path, endpoint, **{name: getattr(route, name) for name in names if hasattr(route, name)})
 
 
 def xgboost_log_here(callback: Any) -> bool:

@@ -33,14 +33,16 @@ from .errors import (
     ReplicaDiedError,
     ServeError,
 )
-from .handle import DeploymentHandle, DeploymentResponse
+from .handle import DeploymentHandle, DeploymentResponse, DeploymentResponseGenerator
 from .http_options import HTTPOptions
+from .ingress import ingress
 from .predictor import Predictor, PredictorDeployment
 from .routing import route
 
 __all__ = [
     "deployment", "Deployment", "Application", "batch", "route", "HTTPOptions", "run", "start", "status", "delete", "shutdown",
-    "get_app_handle", "http_address", "http_client_ssl", "DeploymentHandle", "DeploymentResponse", "AutoscalingConfig",
+    "get_app_handle", "http_address", "http_client_ssl", "DeploymentHandle", "DeploymentResponse",
+    "DeploymentResponseGenerator", "ingress", "AutoscalingConfig",
     "DeploymentConfig", "PredictorDeployment", "Predictor", "BatchPredictor", "ServeError", "BadRequestError",
     "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError",
 ]

@@ -5,6 +5,8 @@
 {'x': 1}
 >>> await handle.other_method.remote(2)                    # doctest: +SKIP
 >>> await model.remote(pre.remote(body))                  # doctest: +SKIP
+>>> for token in handle.options(stream=True).generate.remote("hi"):  # doctest: +SKIP
+...     print(token)
 
 A :class:`DeploymentResponse` given as an argument (not nested inside one)
 is awaited first and its result passed on, as in Ray Serve.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import time
 from collections.abc import Generator
 from typing import Any
@@ -29,8 +32,9 @@ from .context import current_runtime, host_worker
 from .errors import DeploymentNotFoundError, ServeError
 from .replica_table import ReplicaTable, metadata_key
 from .router import Router
+from .wire import RemoteStream
 
-__all__ = ["DeploymentHandle", "DeploymentResponse"]
+__all__ = ["DeploymentHandle", "DeploymentResponse", "DeploymentResponseGenerator"]
 
 _REFRESH_S = 1.0
 
@@ -106,43 +110,134 @@ class DeploymentResponse:
         return self._future.done()
 
 
-class DeploymentHandle:
-    """Calls one deployment's method: ``handle.remote(...)``, ``handle.method.remote(...)``."""
+class DeploymentResponseGenerator:
+    """The items of a streaming call, ``handle.options(stream=True).method.remote(...)``: iterate it.
 
-    def __init__(self, app_name: str, deployment_name: str, method_name: str = "__call__") -> None:
+    ``async for`` on the event loop the call runs on (inside a deployment),
+    ``for`` from any other thread (a driver, a notebook). Leaving the loop early
+    cancels the generator on the replica.
+    """
+
+    def __init__(self, response: DeploymentResponse) -> None:
+        self._response = response
+        self._stream: RemoteStream | None = None
+
+    async def _opened(self) -> RemoteStream:
+        if self._stream is None:
+            self._stream = await self._response
+        return self._stream
+
+    async def _step(self) -> Any:
+        """The next item, or :data:`_END`; runs on the loop of the call."""
+        try:
+            return await (await self._opened()).__anext__()
+        except StopAsyncIteration:
+            return _END
+
+    def __aiter__(self) -> DeploymentResponseGenerator:
+        return self
+
+    async def __anext__(self) -> Any:
+        loop = self._response._loop
+        if asyncio.get_running_loop() is loop:
+            item = await self._step()
+        else:  # another loop (asyncio.run in a driver): the stream lives on the call's loop
+            item = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._step(), loop))
+        if item is _END:
+            raise StopAsyncIteration
+        return item
+
+    def __iter__(self) -> DeploymentResponseGenerator:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._response._loop:
+            raise ServeError("a sync `for` over the stream would block the event loop it runs on; "
+                             "use `async for` in async code")
+        item = asyncio.run_coroutine_threadsafe(self._step(), self._response._loop).result()
+        if item is _END:
+            raise StopIteration
+        return item
+
+    def cancel(self) -> None:
+        """Stop the stream early from any thread."""
+        if self._stream is not None and not self._response._loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._stream.aclose(), self._response._loop)
+
+    def __del__(self) -> None:  # a loop left early: the replica's generator must not wait for a reader forever
+        with contextlib.suppress(Exception):
+            self.cancel()
+
+
+_END = object()
+
+
+class DeploymentHandle:
+    """Calls one deployment's method: ``handle.remote(...)``, ``handle.method.remote(...)``.
+
+    ``handle.options(stream=True)`` calls a generator method and gives a
+    :class:`DeploymentResponseGenerator`; ``handle.options(method_name=...)``
+    picks the method.
+    """
+
+    def __init__(self, app_name: str, deployment_name: str, method_name: str = "__call__", *,
+                 stream: bool = False) -> None:
         self.app_name = app_name
         self.deployment_name = deployment_name
         self.method_name = method_name
+        self.stream = stream
 
     def __getattr__(self, name: str) -> DeploymentHandle:
         if name.startswith("_"):
             raise AttributeError(name)
-        return DeploymentHandle(self.app_name, self.deployment_name, name)
+        return DeploymentHandle(self.app_name, self.deployment_name, name, stream=self.stream)
 
-    def options(self, *, method_name: str | None = None) -> DeploymentHandle:
-        return DeploymentHandle(self.app_name, self.deployment_name, method_name or self.method_name)
+    def options(self, *, method_name: str | None = None, stream: bool | None = None) -> DeploymentHandle:
+        return DeploymentHandle(self.app_name, self.deployment_name, method_name or self.method_name,
+                                stream=self.stream if stream is None else stream)
 
-    def remote(self, *args: Any, **kwargs: Any) -> DeploymentResponse:
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the method: a :class:`DeploymentResponse`, or with ``stream=True`` a generator of its items."""
         loop, get_router = _locate(self.app_name, self.deployment_name)
+        stream, where = self.stream, f"{self.deployment_name}.{self.method_name}"
 
         async def go() -> Any:
             # Ray's composition idiom, model.remote(pre.remote(x)): a response passed in is its result
             call_args = tuple([await a if isinstance(a, DeploymentResponse) else a for a in args])
             call_kwargs = {k: await v if isinstance(v, DeploymentResponse) else v for k, v in kwargs.items()}
             router = await get_router()
-            return await router.call(self.method_name, call_args, call_kwargs)
+            answer = await router.call(self.method_name, call_args, call_kwargs)
+            if isinstance(answer, RemoteStream) and not stream:
+                await answer.aclose()
+                raise ServeError(f"{where} is a generator (it streams); call it through "
+                                 "handle.options(stream=True) and iterate what remote() returns")
+            if stream and not isinstance(answer, RemoteStream):
+                raise ServeError(f"{where} returned one value, not a stream; call it without stream=True, "
+                                 "or make it a generator")
+            return answer
 
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is loop:
-            return DeploymentResponse(asyncio.ensure_future(go()), loop)
-        return DeploymentResponse(asyncio.run_coroutine_threadsafe(go(), loop), loop)
+            response = DeploymentResponse(asyncio.ensure_future(go()), loop)
+        else:
+            response = DeploymentResponse(asyncio.run_coroutine_threadsafe(go(), loop), loop)
+        return DeploymentResponseGenerator(response) if stream else response
 
-    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
-        return (DeploymentHandle, (self.app_name, self.deployment_name, self.method_name))
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.app_name, self.deployment_name, self.method_name, self.stream))
 
     def __repr__(self) -> str:
         method = "" if self.method_name == "__call__" else f", method={self.method_name!r}"
-        return f"DeploymentHandle({self.app_name!r}, {self.deployment_name!r}{method})"
+        stream = ", stream=True" if self.stream else ""
+        return f"DeploymentHandle({self.app_name!r}, {self.deployment_name!r}{method}{stream})"
+
+
+def _rebuild(app_name: str, deployment_name: str, method_name: str, stream: bool) -> DeploymentHandle:
+    return DeploymentHandle(app_name, deployment_name, method_name, stream=stream)

@@ -7,7 +7,10 @@
 gets the request itself instead (:mod:`.http_request`); such a ``__call__``
 also gets every path under its prefix that no route claims (as in Ray Serve).
 What the method returns is answered as Ray Serve answers it (:func:`_response`):
-a Starlette ``Response`` as it is, text as text, anything else as JSON.
+a Starlette ``Response`` as it is, a generator or ``StreamingResponse`` as a
+stream (:mod:`.streaming`), text as text, anything else as JSON. A class
+marked ``@serve.ingress(app)`` gets every path under its prefix, which its
+ASGI app routes (:mod:`.ingress`).
 
 The body is read here, chunk by chunk, counting bytes: beyond
 ``max_body_bytes`` the answer is 413 at once, and a body not complete within
@@ -43,8 +46,11 @@ from .errors import BackPressureError, BadRequestError, ReplicaDiedError, ServeE
 from .http_options import HTTPOptions
 from .http_request import RequestData
 from .http_server import DISCONNECT_KEY
+from .ingress import ASGI_METHOD
 from .request_ends import RequestEnds
 from .routing import HTTPRoute
+from .streaming import http_response
+from .wire import RemoteStream
 
 if TYPE_CHECKING:
     from .router import Router
@@ -79,12 +85,14 @@ def _json(payload: Any, status: int = 200, *, close: bool = False) -> Response:
 def _response(result: Any) -> Response:
     """The HTTP answer for what a deployment returned, as Ray Serve gives it.
 
-    A Starlette ``Response`` goes out as it is (status, headers, cookies); text
-    as ``text/plain``; bytes as ``application/octet-stream``; anything else as
+    A Starlette ``Response`` goes out as it is (status, headers, cookies); a
+    stream as it comes (:mod:`.streaming`); text as ``text/plain``; bytes as ``application/octet-stream``; anything else as
     JSON (numpy and pandas values through ``tolist``).
     """
     if isinstance(result, Response):
         return result
+    if isinstance(result, RemoteStream):
+        return http_response(result)
     if isinstance(result, str):
         return Response(result, media_type="text/plain")
     if isinstance(result, bytes | bytearray | memoryview):
@@ -169,8 +177,14 @@ async def _read_body(request: Request, options: HTTPOptions) -> bytes:
                             f"({len(body)} bytes came); send it faster") from None
 
 
-async def _argument(request: Request, route: HTTPRoute, options: HTTPOptions) -> Any:
+async def _argument(request: Request, route: HTTPRoute, options: HTTPOptions, prefix: str) -> Any:
     """What the deployment's method gets: the request, or the parsed JSON body (``None`` for ``GET``)."""
+    if route.method == ASGI_METHOD:  # an ingress app routes under its prefix, as if mounted there
+        scope = {**request.scope, "root_path": "" if prefix == "/" else prefix}
+        if scope["path"] == prefix:  # the prefix itself is the app's "/"
+            scope["path"] = f"{prefix.rstrip('/')}/"
+            scope["raw_path"] = scope["path"].encode()
+        return RequestData.of(scope, await _read_body(request, options))
     if route.takes_request:
         return RequestData.of(request.scope, await _read_body(request, options))
     if request.method == "GET":
@@ -197,10 +211,11 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
     async def list_routes(request: Request) -> Response:
         return _json({prefix: target.app_name for prefix, target in sorted(routes.items())})
 
-    def match(path: str) -> tuple[RouteTarget, str] | None:
+    def match(path: str) -> tuple[str, str] | None:
+        """The route prefix serving ``path``, and the rest of the path."""
         for prefix in sorted(routes, key=len, reverse=True):
             if prefix == "/" or path == prefix or path.startswith(prefix + "/"):
-                return routes[prefix], path[len(prefix):].strip("/")
+                return prefix, path[len(prefix):].strip("/")
         return None
 
     async def dispatch(request: Request) -> Response:
@@ -223,7 +238,8 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
         found = match(path)
         if found is None:
             return _error(404, f"no application serves {path!r}; routes are {sorted(routes)} (see GET /-/routes)")
-        target, rest = found
+        prefix, rest = found
+        target = routes[prefix]
         route = target.routes.get(rest)
         if route is None and "" in target.routes and target.routes[""].takes_request:
             route = target.routes[""]  # a __call__ that reads the request serves every path under its prefix (Ray)
@@ -233,7 +249,7 @@ def build_app(routes: dict[str, RouteTarget], options: HTTPOptions | None = None
                                f"prefix{' and ' + ', '.join(offered) if offered else ''} (mark a method with "
                                "@serve.route to serve it)")
         try:
-            argument = await _argument(request, route, options)
+            argument = await _argument(request, route, options, prefix)
         except _Refused as refused:
             if refused.status == 0:
                 logger.info("%s %s from %s: %s", request.method, path, _client(request), refused)

@@ -60,7 +60,9 @@ from ..runtime.plugins import PLUGIN_NAME
 from .context import set_host_worker
 from .errors import BadRequestError, ReplicaStuckError
 from .heap import freeze_heap
+from .ingress import ASGI_METHOD, ReplicaApp, ingress_app
 from .replica_table import ReplicaInfo, ReplicaTable, metadata_key
+from .streaming import as_stream
 from .wire import Busy, Connection, Rejected, WireServer
 
 __all__ = ["Replica", "ReplicaSpec", "controller_identity", "stop_replicas"]
@@ -108,6 +110,8 @@ class Replica:
         self.user = spec.target if self.is_function else spec.target(*spec.args, **spec.kwargs)
         if spec.user_config is not None and hasattr(self.user, "reconfigure"):
             self.user.reconfigure(spec.user_config)
+        marked = ingress_app(spec.target)
+        self._asgi = ReplicaApp(marked, self.user) if marked is not None else None
         self.ongoing = 0
         self.draining = False
         self.stopped = False
@@ -211,12 +215,23 @@ class Replica:
                 raise Rejected(stuck)
             raise Busy(f"replica {self.spec.replica_id} still runs a call its caller left; try another replica")
         self.ongoing += 1
+        stream = None
         try:
-            return await self._run(fn, args, kwargs)
+            result = await self._run(fn, args, kwargs)
+            stream = as_stream(result, self._executor)
+            return result if stream is None else stream
         finally:
-            self.ongoing -= 1
+            if stream is None:
+                self.ongoing -= 1
+            else:  # it runs on while the wire sends its items
+                stream.on_close = self._stream_ended
+
+    def _stream_ended(self) -> None:
+        self.ongoing -= 1
 
     def _method(self, name: str) -> Any:
+        if name == ASGI_METHOD and self._asgi is not None:
+            return self._asgi
         if self.is_function:
             if name != "__call__":
                 raise BadRequestError(f"deployment {self.spec.deployment_name!r} is a function; it has no "
@@ -232,6 +247,8 @@ class Replica:
     async def _run(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _is_async(fn):
             return await fn(*args, **kwargs)
+        if inspect.isasyncgenfunction(fn):
+            return fn(*args, **kwargs)
         call = self._executor.submit(functools.partial(fn, *args, **kwargs))
         try:
             result = await asyncio.wrap_future(call)

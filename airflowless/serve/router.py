@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import random
 import ssl
 import time
@@ -31,7 +32,7 @@ from typing import Any
 
 from .errors import BackPressureError, ReplicaDiedError, ServeError, UnavailableError
 from .replica_table import ReplicaInfo
-from .wire import Busy, Rejected, WireClient
+from .wire import Busy, Rejected, RemoteStream, WireClient
 
 __all__ = ["Router"]
 
@@ -118,18 +119,23 @@ class Router:
     # -- one request -----------------------------------------------------------------
     async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                    timeout: float = 30.0) -> Any:
+        """The method's answer; a :class:`.wire.RemoteStream` holds its replica's slot until it ends."""
         started = time.monotonic()
         deadline = started + timeout
         last: Exception | None = None
         busy: list[str] = []  # replicas that refused this request for now
         for _ in range(_MAX_ATTEMPTS):
             slot = await self._acquire(deadline, busy)
+            streaming = False
             try:
                 client = await slot.connection(f"replica {slot.info.replica_id} of {self.label}",
                                                self.ssl_context)
                 answer = await client.call(method, args, kwargs)
                 self.served += 1
                 self.latencies.append(time.monotonic() - started)
+                if isinstance(answer, RemoteStream):  # the replica is busy with it until it ends
+                    answer.on_close = functools.partial(self._release, slot)
+                    streaming = True
                 return answer
             except Busy as exc:  # not started there for now: try another replica, keep this one
                 last = exc
@@ -141,7 +147,8 @@ class Router:
                 self._failed(slot)
                 raise
             finally:
-                self._release(slot)
+                if not streaming:
+                    self._release(slot)
         raise ServeError(f"{self.label}: no replica accepted the request after {_MAX_ATTEMPTS} tries ({last})")
 
     def _failed(self, slot: _Slot) -> None:

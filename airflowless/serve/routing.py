@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from .ingress import ASGI_METHOD, ingress_app
 
 __all__ = ["HTTPRoute", "route", "http_routes"]
 
@@ -85,11 +86,14 @@ def http_routes(target: type | Callable[..., Any]) -> dict[str, HTTPRoute]:
     """The HTTP routes of a deployment's class or function: path under the prefix (no slashes at the ends) -> route.
 
     ``""`` is ``__call__`` when the class has one; the other entries are the
-    methods marked with :func:`route`. Two methods on one path raise
+    methods marked with :func:`route`. A class marked ``@serve.ingress(app)``
+    has one route, its app, at ``""``. Two methods on one path raise
     :class:`ConfigError`.
     """
     if not inspect.isclass(target):
         return {"": HTTPRoute("__call__", takes_request(target))}
+    if ingress_app(target) is not None:  # its ASGI app routes every path under the prefix
+        return {"": HTTPRoute(ASGI_METHOD, takes_request=True)}
     routes: dict[str, HTTPRoute] = {}
     if any("__call__" in vars(base) for base in target.__mro__ if base is not object):
         routes[""] = HTTPRoute("__call__", takes_request(target.__call__))

@@ -25,7 +25,17 @@ of at most :data:`MAX_FRAME_BYTES`; a longer frame closes the connection
 before it is read. A caller that stops waiting for a request (its HTTP
 client left, or the proxy's request timeout passed) sends a bodiless
 *cancel* frame with the request's id: the server cancels that request's task
-and answers nothing. Only our own processes speak this (the HTTP proxy and
+and answers nothing.
+
+A request is answered by one frame (its value, or its error), or by a
+*stream* when ``dispatch`` returns a :class:`Stream` (a generator method, a
+``StreamingResponse``): a *head* frame, then one frame per item, then the
+final frame (``None``, or the error that ended it). Backpressure is a window of
+:data:`STREAM_WINDOW` items: the server sends no more items than the client
+has granted, and the client grants more (a *more* frame) as its consumer
+takes them, so a slow reader holds a producer back instead of filling
+memory. The caller gets a :class:`RemoteStream` to ``async for`` over;
+closing it early cancels the producer. Only our own processes speak this (the HTTP proxy and
 handles; request bodies from HTTP are JSON, parsed by the proxy, never
 unpickled), and the token is the replica's random secret, so the plane is no
 more open than Dask's own comms.
@@ -50,13 +60,13 @@ import pickle
 import secrets
 import ssl
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
 from .errors import ReplicaDiedError, ServeError
 
-__all__ = ["WireServer", "WireClient", "Connection", "encode", "decode", "Rejected", "Busy", "MAGIC", "MAX_FRAME_BYTES",
-           "MAX_UNAUTHENTICATED", "HANDSHAKE_TIMEOUT_S"]
+__all__ = ["WireServer", "WireClient", "Connection", "Stream", "RemoteStream", "encode", "decode", "Rejected", "Busy",
+           "MAGIC", "MAX_FRAME_BYTES", "MAX_UNAUTHENTICATED", "HANDSHAKE_TIMEOUT_S", "STREAM_WINDOW"]
 
 MAGIC = b"AFLWIRE1"
 """The first bytes a client sends; anything else is closed unread."""
@@ -66,12 +76,16 @@ MAX_UNAUTHENTICATED = 64
 """Connections a server keeps in the handshake at once; the next ones are closed at once."""
 HANDSHAKE_TIMEOUT_S = 5.0
 """A connection that has not authenticated within this time is closed."""
+STREAM_WINDOW = 16
+"""Items of a stream a server sends ahead of what the client's consumer has taken."""
 
 _NONCE = 16
 _MAC = hashlib.sha256().digest_size
 _ACCEPTED = b"\x01"
-_HEADER = struct.Struct("!IQB")  # body length, request id, flag (responses: 1 ok, 0 error)
-_CALL, _CANCEL = 0, 2  # a request's flags: run it; stop the request of this id
+_HEADER = struct.Struct("!IQB")  # body length, request id, flag
+_CALL, _CANCEL, _MORE = 0, 2, 3  # a request's flags: run it; stop the request of this id; send more items
+_ERROR, _OK, _HEAD, _ITEM = 0, 1, 3, 4  # an answer's: it failed; its value (a stream's end); a stream's head; an item
+_COUNT = struct.Struct("!I")  # a more frame's body: how many items the consumer took
 
 
 class Rejected(Exception):
@@ -91,6 +105,69 @@ class Connection:
     @property
     def open(self) -> bool:
         return not self._writer.is_closing()
+
+
+class Stream:
+    """What a server's ``dispatch`` returns to answer with a stream: a ``head`` sent first, then ``items``.
+
+    ``on_close`` runs once the stream ends, however it ends (its items ran
+    out, it raised, or the caller cancelled it).
+    """
+
+    def __init__(self, items: AsyncIterable[Any], head: Any = None,
+                 on_close: Callable[[], None] | None = None) -> None:
+        self.items, self.head, self.on_close = items, head, on_close
+
+
+class RemoteStream:
+    """A stream as its caller sees it: ``head``, then ``async for item in stream``; ``aclose`` cancels it."""
+
+    def __init__(self, client: WireClient, rid: int, head: Any) -> None:
+        self.head = head
+        self.on_close: Callable[[], None] | None = None
+        self._client, self._rid = client, rid
+        self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        self._taken = 0
+        self._ended = False
+
+    def _put(self, flag: int, value: Any) -> None:
+        self._queue.put_nowait((flag, value))
+
+    def __aiter__(self) -> RemoteStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            flag, value = await self._queue.get()
+        except BaseException:
+            await self.aclose()
+            raise
+        if flag == _ITEM:
+            self._taken += 1
+            if self._taken >= STREAM_WINDOW // 2:  # grant the producer what the consumer took
+                self._client._send(self._rid, _MORE, _COUNT.pack(self._taken))
+                self._taken = 0
+            return value
+        self._end()
+        if flag == _ERROR:
+            raise value
+        raise StopAsyncIteration
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._client._streams.pop(self._rid, None)
+            if self.on_close is not None:
+                self.on_close()
+
+    async def aclose(self) -> None:
+        """Stop the stream; the server cancels its producer."""
+        if not self._ended:
+            if not self._client.closed:
+                self._client._send(self._rid, _CANCEL, b"")
+            self._end()
 
 
 class _ProtocolError(ConnectionError):
@@ -162,6 +239,24 @@ class _Outbox:
             self._writer.writelines(parts)
 
 
+class _Window:
+    """How many more items of one stream the client has room for."""
+
+    def __init__(self) -> None:
+        self._left = STREAM_WINDOW
+        self._room = asyncio.Event()
+
+    def grant(self, count: int) -> None:
+        self._left += count
+        self._room.set()
+
+    async def take(self) -> None:
+        while self._left <= 0:
+            self._room.clear()
+            await self._room.wait()
+        self._left -= 1
+
+
 def _safe_error(exc: BaseException) -> bytes:
     try:
         return encode(exc)
@@ -217,6 +312,7 @@ class WireServer:
         self._writers.add(writer)
         connection, outbox = Connection(writer), _Outbox(writer)
         running: dict[int, asyncio.Future[None]] = {}  # this connection's requests, by id
+        windows: dict[int, _Window] = {}  # its streams' windows, by id
         try:
             while True:
                 rid, flag, body = await _read_frame(reader)
@@ -225,7 +321,12 @@ class WireServer:
                     if cancelled is not None:
                         cancelled.cancel()
                     continue
-                task = asyncio.ensure_future(self._answer(outbox, connection, rid, body))
+                if flag == _MORE:
+                    window = windows.get(rid)
+                    if window is not None:
+                        window.grant(_COUNT.unpack(body)[0])
+                    continue
+                task = asyncio.ensure_future(self._answer(outbox, connection, rid, body, windows))
                 running[rid] = task
                 self._tasks.add(task)
                 task.add_done_callback(functools.partial(self._forget, running, rid))
@@ -239,13 +340,37 @@ class WireServer:
         self._tasks.discard(task)
         running.pop(rid, None)
 
-    async def _answer(self, outbox: _Outbox, connection: Connection, rid: int, body: bytes) -> None:
+    async def _answer(self, outbox: _Outbox, connection: Connection, rid: int, body: bytes,
+                      windows: dict[int, _Window]) -> None:
         try:
             method, args, kwargs = decode(body)
-            frame = _frame(rid, 1, encode(await self._dispatch(method, args, kwargs, connection)))
+            result = await self._dispatch(method, args, kwargs, connection)
+            if isinstance(result, Stream):
+                windows[rid] = _Window()
+                try:
+                    await self._stream(outbox, rid, result, windows[rid])
+                finally:
+                    del windows[rid]
+                result = None
+            frame = _frame(rid, _OK, encode(result))
         except Exception as exc:  # the caller gets the error, the connection lives on
-            frame = _frame(rid, 0, _safe_error(exc))
+            frame = _frame(rid, _ERROR, _safe_error(exc))
         outbox.put(*frame)
+
+    @staticmethod
+    async def _stream(outbox: _Outbox, rid: int, stream: Stream, window: _Window) -> None:
+        try:
+            outbox.put(*_frame(rid, _HEAD, encode(stream.head)))
+            async for item in stream.items:
+                await window.take()
+                outbox.put(*_frame(rid, _ITEM, encode(item)))
+        finally:
+            close = getattr(stream.items, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+            if stream.on_close is not None:
+                stream.on_close()
 
     def stop_listening(self) -> None:
         """Stop listening and drop every connection now."""
@@ -269,6 +394,7 @@ class WireClient:
         self._writer = writer
         self._label = label
         self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._streams: dict[int, RemoteStream] = {}
         self._outbox = _Outbox(writer)
         self._next = 0
         self.closed = False
@@ -307,21 +433,26 @@ class WireClient:
     async def _read_loop(self) -> None:
         try:
             while True:
-                rid, ok, body = await _read_frame(self._reader)
-                future = self._pending.pop(rid, None)
-                if future is None or future.done():
+                rid, flag, body = await _read_frame(self._reader)
+                stream = self._streams.get(rid)
+                future = self._pending.pop(rid, None) if stream is None else None
+                if stream is None and (future is None or future.done()):
                     continue
                 try:
                     value = decode(body)
                 except Exception as exc:
-                    future.set_exception(ServeError(
+                    flag, value = _ERROR, ServeError(
                         f"the answer of {self._label} cannot be unpickled here ({type(exc).__name__}: {exc}); "
-                        "return plain data, or install the same packages where the caller runs"))
-                    continue
-                if ok:
-                    future.set_result(value)
+                        "return plain data, or install the same packages where the caller runs")
+                if stream is not None:
+                    stream._put(flag, value)
+                elif flag == _HEAD:
+                    self._streams[rid] = RemoteStream(self, rid, value)
+                    future.set_result(self._streams[rid])  # type: ignore[union-attr]
+                elif flag == _OK:
+                    future.set_result(value)  # type: ignore[union-attr]
                 else:
-                    future.set_exception(value)
+                    future.set_exception(value)  # type: ignore[union-attr]
         except (asyncio.IncompleteReadError, ConnectionError, OSError, asyncio.CancelledError):
             pass
         finally:
@@ -330,19 +461,27 @@ class WireClient:
     def _fail_all(self) -> None:
         self.closed = True
         pending, self._pending = self._pending, {}
+        died = f"{self._label} died (its connection closed) while running this request"
         for future in pending.values():
             if not future.done():
-                future.set_exception(ReplicaDiedError(
-                    f"{self._label} died (its connection closed) while running this request"))
+                future.set_exception(ReplicaDiedError(died))
+        for stream in list(self._streams.values()):
+            stream._put(_ERROR, ReplicaDiedError(died))
         self._writer.close()
+
+    def _send(self, rid: int, flag: int, body: bytes) -> None:
+        self._outbox.put(*_frame(rid, flag, body))
 
     @property
     def pending(self) -> int:
-        """Requests sent on this connection and not answered yet."""
-        return len(self._pending)
+        """Requests sent on this connection and not answered yet (streams not ended count)."""
+        return len(self._pending) + len(self._streams)
 
     async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Run ``method(*args, **kwargs)`` on the replica; a request that cannot be sent leaves nothing behind."""
+        """Run ``method(*args, **kwargs)`` on the replica; a request that cannot be sent leaves nothing behind.
+
+        The answer is the method's value, or a :class:`RemoteStream` when the replica answers with a stream.
+        """
         if self.closed:
             raise Rejected(f"{self._label} is gone")
         body = encode((method, args, kwargs))

@@ -1,0 +1,95 @@
+"""Answers that stream: what a replica turns into a :class:`.wire.Stream`, and how the proxy sends one over HTTP.
+
+A deployment method streams, as in Ray Serve, when it is a generator (plain
+or ``async``) or returns a Starlette ``StreamingResponse``; a FastAPI ingress
+streams when its route does (:mod:`.ingress`). A plain generator's items are
+pulled one at a time in the replica's thread, so other requests use the
+thread between two items. Over HTTP, a ``StreamingResponse`` keeps its status
+and headers; a generator's items go out as they come: text as UTF-8, bytes as
+they are, anything else as one line of JSON each. Callers of a handle ask
+for the stream with ``handle.options(stream=True)``.
+
+>>> import asyncio
+>>> async def numbers():
+...     for i in range(3):
+...         yield i
+>>> async def take(stream):
+...     return [item async for item in stream.items]
+>>> asyncio.run(take(as_stream(numbers(), None)))
+[0, 1, 2]
+>>> as_stream({"not": "a stream"}, None) is None
+True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Generator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.responses import StreamingResponse
+
+from . import json_body
+from .wire import RemoteStream, Stream
+
+__all__ = ["ResponseHead", "as_stream", "http_response"]
+
+
+@dataclass(frozen=True)
+class ResponseHead:
+    """The status and headers of a streamed HTTP response, sent before its body."""
+
+    status: int
+    raw_headers: list[tuple[bytes, bytes]]
+
+
+def as_stream(result: Any, executor: Executor | None) -> Stream | None:
+    """``result`` as a stream, or None when it is a plain value."""
+    if isinstance(result, Stream):
+        return result
+    if inspect.isasyncgen(result):
+        return Stream(result)
+    if inspect.isgenerator(result):
+        return Stream(_pulled(result, executor))
+    if isinstance(result, StreamingResponse):
+        return Stream(result.body_iterator, ResponseHead(result.status_code, list(result.raw_headers)))
+    return None
+
+
+async def _pulled(items: Generator[Any, Any, Any], executor: Executor | None) -> AsyncIterator[Any]:
+    """The items of a plain generator, each pulled in ``executor``'s thread; closing this closes it."""
+    loop = asyncio.get_running_loop()
+    end = object()
+    try:
+        while (item := await loop.run_in_executor(executor, next, items, end)) is not end:
+            yield item
+    finally:
+        items.close()
+
+
+def _chunk(item: Any) -> bytes:
+    if isinstance(item, str):
+        return item.encode()
+    if isinstance(item, bytes | bytearray | memoryview):
+        return bytes(item)
+    return json_body.dump(item) + b"\n"
+
+
+def http_response(stream: RemoteStream) -> StreamingResponse:
+    """A Starlette ``StreamingResponse`` sending ``stream``'s items as they come; the client leaving ends it."""
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for item in stream:
+                yield _chunk(item)
+        finally:
+            await stream.aclose()
+
+    head = stream.head
+    if isinstance(head, ResponseHead):
+        response = StreamingResponse(body(), status_code=head.status)
+        response.raw_headers = list(head.raw_headers)
+        return response
+    return StreamingResponse(body(), media_type="text/plain")

@@ -1,0 +1,111 @@
+"""Deployments that stream and a FastAPI ingress, importable on the workers (tests/serve/test_streaming.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from airflowless import serve
+
+
+@serve.deployment
+class Tokens:
+    """Generators, plain and async, and a StreamingResponse; ``produced`` counts items made per stream."""
+
+    def __init__(self) -> None:
+        self.produced: dict[str, int] = {}
+        self.closed: set[str] = set()
+
+    def generate(self, n: int) -> Iterator[str]:
+        for i in range(n):
+            yield f"token-{i}"
+
+    async def agenerate(self, n: int) -> AsyncIterator[dict[str, int]]:
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield {"i": i}
+
+    def failing(self, n: int) -> Iterator[int]:
+        yield from range(n)
+        raise ValueError(f"broke after {n}")
+
+    async def endless(self, key: str) -> AsyncIterator[int]:
+        """Counts how far a producer got ahead of its reader, and whether it was closed."""
+        self.produced[key] = 0
+        try:
+            while True:
+                self.produced[key] += 1
+                yield self.produced[key]
+                await asyncio.sleep(0.001)
+        finally:
+            self.closed.add(key)
+
+    def progress(self, key: str) -> tuple[int, bool]:
+        return self.produced.get(key, 0), key in self.closed
+
+    def one_value(self) -> int:
+        return 1
+
+    def __call__(self, request: Request) -> StreamingResponse:
+        n = int(request.query_params.get("n", "3"))
+
+        def lines() -> Iterator[str]:
+            for i in range(n):
+                yield f"line {i}\n"
+                time.sleep(0.01)
+        return StreamingResponse(lines(), media_type="text/event-stream", headers={"x-lines": str(n)})
+
+
+app = FastAPI(title="Items")
+
+
+class Item(BaseModel):
+    name: str
+    price: float
+
+
+def get_tax() -> float:
+    return 0.5
+
+
+@app.get("/health")
+def health() -> dict[str, str]:
+    """A route written outside the class: served as it is."""
+    return {"status": "ok"}
+
+
+@serve.deployment(num_replicas=1)
+@serve.ingress(app)
+class Items:
+    def __init__(self, currency: str) -> None:
+        self.currency = currency
+        self.items: dict[int, Item] = {}
+
+    @app.get("/items/{item_id}")
+    def get_item(self, item_id: int, q: str = "") -> dict[str, Any]:
+        if item_id not in self.items:
+            raise HTTPException(status_code=404, detail=f"no item {item_id}")
+        return {"item": self.items[item_id].model_dump(), "q": q, "currency": self.currency}
+
+    @app.post("/items/{item_id}", status_code=201)
+    async def put_item(self, item_id: int, item: Item, tax: float = Depends(get_tax)) -> dict[str, Any]:
+        self.items[item_id] = item
+        return {"id": item_id, "with_tax": item.price * (1 + tax)}
+
+    @app.get("/count")
+    def count(self) -> StreamingResponse:
+        def numbers() -> Iterator[str]:
+            for i in range(4):
+                yield f"{i}\n"
+        return StreamingResponse(numbers(), media_type="text/plain")
+
+    def size(self) -> int:
+        """Not a route: a handle may still call it."""
+        return len(self.items)

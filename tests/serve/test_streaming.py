@@ -1,0 +1,153 @@
+"""Streaming answers (generators, StreamingResponse) and FastAPI ingress, on the real cluster over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from airflowless import serve
+from airflowless.errors import ConfigError
+from airflowless.serve.errors import ServeError
+from airflowless.serve.wire import STREAM_WINDOW
+from tests.support.eventually import eventually
+
+from .stream_deployments import Items, Tokens
+
+
+@pytest.fixture(scope="module")
+def tokens(serve_url: str) -> Iterator[serve.DeploymentHandle]:
+    handle = serve.run(Tokens.bind(), name="tokens", route_prefix="/tokens")
+    yield handle
+    serve.delete("tokens")
+
+
+def test_a_generator_method_streams_through_a_handle(tokens: serve.DeploymentHandle) -> None:
+    streaming = tokens.options(stream=True)
+    assert list(streaming.generate.remote(40)) == [f"token-{i}" for i in range(40)]  # more than one window
+
+    async def collect() -> list[Any]:
+        return [item async for item in streaming.agenerate.remote(5)]
+    assert asyncio.run(collect()) == [{"i": i} for i in range(5)]
+
+
+def test_a_stream_that_raises_gives_its_items_then_the_error(tokens: serve.DeploymentHandle) -> None:
+    got = []
+    with pytest.raises(ValueError, match="broke after 3"):
+        for item in tokens.options(stream=True).failing.remote(3):
+            got.append(item)
+    assert got == [0, 1, 2]
+
+
+def test_stream_and_plain_calls_are_not_mixed_up(tokens: serve.DeploymentHandle) -> None:
+    with pytest.raises(ServeError, match="options\\(stream=True\\)"):
+        tokens.generate.remote(2).result(timeout=30)
+    with pytest.raises(ServeError, match="not a stream"):
+        list(tokens.options(stream=True).one_value.remote())
+    assert tokens.one_value.remote().result(timeout=30) == 1  # the replica's slots were given back
+
+
+def test_a_slow_reader_holds_the_producer_back_and_leaving_cancels_it(tokens: serve.DeploymentHandle) -> None:
+    stream = tokens.options(stream=True).endless.remote("slow")
+    assert [next(stream) for _ in range(3)] == [1, 2, 3]
+    # the producer runs at most a window ahead of what was read, however long the reader waits
+    eventually(lambda: tokens.progress.remote("slow").result(timeout=30)[0] >= STREAM_WINDOW, timeout=30)
+    asyncio.run(asyncio.sleep(0.5))
+    produced, closed = tokens.progress.remote("slow").result(timeout=30)
+    assert produced <= 3 + STREAM_WINDOW + 2 and not closed
+    stream.cancel()
+    eventually(lambda: tokens.progress.remote("slow").result(timeout=30)[1], timeout=30)
+
+
+def test_a_streaming_response_goes_out_over_http_as_it_comes(serve_url: str, tokens: serve.DeploymentHandle) -> None:
+    with httpx.stream("GET", f"{serve_url}/tokens?n=5", timeout=30) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["x-lines"] == "5"
+        assert list(response.iter_lines()) == [f"line {i}" for i in range(5)]
+
+
+def test_a_client_that_leaves_a_stream_cancels_its_generator(serve_url: str, tokens: serve.DeploymentHandle
+                                                             ) -> None:
+    @serve.deployment
+    class Endless:
+        def __call__(self, request: Any) -> Any:
+            from starlette.responses import StreamingResponse
+            return StreamingResponse(tokens.options(stream=True).endless.remote("http"))
+
+    serve.run(Endless.bind(), name="endless", route_prefix="/endless")
+    try:
+        with httpx.stream("GET", f"{serve_url}/endless", timeout=30) as response:
+            assert next(response.iter_bytes()) != b""
+        eventually(lambda: tokens.progress.remote("http").result(timeout=30)[1], timeout=30)
+    finally:
+        serve.delete("endless")
+
+
+@pytest.fixture(scope="module")
+def items(serve_url: str) -> Iterator[str]:
+    serve.run(Items.bind("EUR"), name="items", route_prefix="/shop")
+    yield f"{serve_url}/shop"
+    serve.delete("items")
+
+
+def test_a_fastapi_ingress_serves_its_routes_as_methods(items: str) -> None:
+    created = httpx.post(f"{items}/items/7", json={"name": "pen", "price": 2.0}, timeout=30)
+    assert created.status_code == 201 and created.json() == {"id": 7, "with_tax": 3.0}  # Depends() ran
+    got = httpx.get(f"{items}/items/7", params={"q": "blue"}, timeout=30)
+    assert got.json() == {"item": {"name": "pen", "price": 2.0}, "q": "blue", "currency": "EUR"}  # self is the replica
+    assert httpx.get(f"{items}/health", timeout=30).json() == {"status": "ok"}  # a route outside the class
+    assert serve.DeploymentHandle("items", "Items").size.remote().result(timeout=30) == 1  # handles still call methods
+
+
+def test_a_fastapi_ingress_answers_errors_validation_and_openapi_as_fastapi(items: str) -> None:
+    missing = httpx.get(f"{items}/items/99", timeout=30)
+    assert missing.status_code == 404 and missing.json() == {"detail": "no item 99"}
+    invalid = httpx.post(f"{items}/items/abc", json={"name": "pen"}, timeout=30)
+    assert invalid.status_code == 422
+    assert {tuple(error["loc"]) for error in invalid.json()["detail"]} == {("path", "item_id"), ("body", "price")}
+    assert httpx.get(f"{items}/nowhere", timeout=30).status_code == 404
+    schema = httpx.get(f"{items}/openapi.json", timeout=30).json()
+    assert schema["info"]["title"] == "Items"
+    parameters = {p["name"] for p in schema["paths"]["/items/{item_id}"]["get"]["parameters"]}
+    assert parameters == {"item_id", "q"}  # no `self`
+    docs = httpx.get(f"{items}/docs", timeout=30)
+    assert docs.status_code == 200 and "/shop/openapi.json" in docs.text  # the page finds the schema under the prefix
+
+
+def test_a_fastapi_ingress_streams(items: str) -> None:
+    with httpx.stream("GET", f"{items}/count", timeout=30) as response:
+        assert list(response.iter_lines()) == ["0", "1", "2", "3"]
+
+
+def test_an_ingress_written_in_the_calling_module_travels_by_value(serve_url: str) -> None:
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    app.state.greeting = "hello"  # Starlette's State does not pickle by itself
+
+    @serve.deployment
+    @serve.ingress(app)
+    class Greeter:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @app.get("/")
+        def root(self) -> str:
+            return f"{app.state.greeting} from {self.name}"
+
+    serve.run(Greeter.bind("local"), name="greeter", route_prefix="/greet")
+    try:
+        assert httpx.get(f"{serve_url}/greet", timeout=30).json() == "hello from local"
+    finally:
+        serve.delete("greeter")
+
+
+def test_ingress_goes_on_a_class_with_an_app() -> None:
+    with pytest.raises(ConfigError, match="ASGI app"):
+        serve.ingress("not an app")
+    with pytest.raises(ConfigError, match="goes on a class"):
+        serve.ingress(lambda scope, receive, send: None)(lambda: None)
