@@ -1,4 +1,4 @@
-"""The shell and Python blocks of the README and the getting-started guide run as they are written.
+"""The shell and Python blocks of the README, the getting-started guide and the Serve guide run as written.
 
 Each file's blocks run in order, from the repository root, against one scratch
 ``AIRFLOWLESS_HOME``: a ``bash`` block with ``bash -e`` (the interpreter's
@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # the guide first: its runs write data/taxi-s, which the README's example reads (as after the README's main command)
-FILES = ["docs/getting-started.md", "README.md"]
+FILES = ["docs/getting-started.md", "README.md", "docs/serve.md"]
 SKIP = re.compile(r"<!-- docs-test: skip: (?P<why>[^>]*\S) -->\s*$")
 
 

@@ -108,3 +108,36 @@ def test_hyperopt_trial_doc() -> None:
     trials.refresh()
     assert [t["tid"] for t in trials.trials if t["state"] == hyperopt.JOB_STATE_DONE] == [tids[1]]
     assert trials.losses() == [None, 0.25]
+
+
+def test_let_starlette_state_pickle() -> None:
+    import pickle
+
+    import cloudpickle
+    from starlette.applications import Starlette
+
+    internals.let_starlette_state_pickle()
+    app = Starlette()
+    app.state.model = {"w": 2}
+    copy = pickle.loads(cloudpickle.dumps(app))
+    assert copy.state.model == {"w": 2} and copy.state is not app.state
+
+
+def test_fastapi_route_with_endpoint() -> None:
+    fastapi = pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    app = fastapi.FastAPI()
+
+    @app.get("/items/{item_id}", status_code=202, tags=["items"], response_model=dict)
+    def original(item_id: int, q: str = "") -> dict:
+        return {"from": "original"}
+
+    def replacement(item_id: int, q: str = "") -> dict:
+        return {"from": "replacement", "item_id": item_id, "q": q}
+
+    route = app.router.routes[-1]
+    app.router.routes[-1] = internals.fastapi_route_with_endpoint(route, replacement)
+    answer = TestClient(app).get("/items/3", params={"q": "x"})
+    assert answer.status_code == 202 and answer.json() == {"from": "replacement", "item_id": 3, "q": "x"}
+    assert app.openapi()["paths"]["/items/{item_id}"]["get"]["tags"] == ["items"]

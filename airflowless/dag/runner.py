@@ -508,8 +508,12 @@ class _Watch:
 
         pending: set[str] = set()
         control = contextlib.ExitStack()
-        control.enter_context(Subscription(self.client, EVENT_TOPIC, self._on_message))
-        control.enter_context(listen(self.client, run_topic(self.graph.pipeline, self.run_id), self._on_control))
+        try:  # a listen() that fails closes the subscription before it
+            control.enter_context(Subscription(self.client, EVENT_TOPIC, self._on_message))
+            control.enter_context(listen(self.client, run_topic(self.graph.pipeline, self.run_id), self._on_control))
+        except BaseException:
+            control.close()
+            raise
         try:
             self._submit()
             pending = set(self.futures) | self._release()

@@ -14,7 +14,8 @@ The folder is the architecture: ``deployment``/``application`` (what the user
 declares), ``controller`` (core, no I/O) + ``autoscaling`` (pure decision),
 ``driver`` (Dask side: carries out the controller's actions), ``context`` (this process's runtime),
 ``replica`` (the actor), ``replica_table`` (where replicas listen), ``wire`` (data plane), ``router``,
-``handle``, ``routing`` (what HTTP reaches), ``proxy`` (ASGI), ``http_server``, ``heap``, ``batching``,
+``handle``, ``routing`` (what HTTP reaches), ``ingress`` (FastAPI apps), ``streaming``, ``multiplex``,
+``proxy`` (ASGI), ``http_server``, ``heap``, ``batching``,
 ``predictor``, ``records`` (the store). No module imports one that imports it back (``tests/test_layering.py``).
 """
 
@@ -36,13 +37,14 @@ from .errors import (
 from .handle import DeploymentHandle, DeploymentResponse, DeploymentResponseGenerator
 from .http_options import HTTPOptions
 from .ingress import ingress
+from .multiplex import get_multiplexed_model_id, multiplexed
 from .predictor import Predictor, PredictorDeployment
 from .routing import route
 
 __all__ = [
     "deployment", "Deployment", "Application", "batch", "route", "HTTPOptions", "run", "start", "status", "delete", "shutdown",
     "get_app_handle", "http_address", "http_client_ssl", "DeploymentHandle", "DeploymentResponse",
-    "DeploymentResponseGenerator", "ingress", "AutoscalingConfig",
+    "DeploymentResponseGenerator", "ingress", "multiplexed", "get_multiplexed_model_id", "AutoscalingConfig",
     "DeploymentConfig", "PredictorDeployment", "Predictor", "BatchPredictor", "ServeError", "BadRequestError",
     "BackPressureError", "ReplicaDiedError", "DeploymentNotFoundError",
 ]

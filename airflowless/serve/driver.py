@@ -96,7 +96,7 @@ class _LiveReplica:
 
 
 class ServeRuntime:
-    """Serve's driver side: controller + Dask driver + routers + HTTP proxy on one loop thread."""
+    """Serve's driver side: controller + its Dask side (this module) + routers + HTTP proxy on one loop thread."""
 
     def __init__(self, *, address: str, http_options: HTTPOptions, security: Any = None) -> None:
         self.address, self.http_options = address, http_options
@@ -268,6 +268,10 @@ class ServeRuntime:
                              f"{used}; lower the deployment's resources or add workers")
         return min(fits, key=lambda w: (count[w], w))
 
+    def _worker_of(self, replica_id: str) -> str:
+        live = self._replicas.get(replica_id)
+        return live.worker if live is not None else ""
+
     async def _stop_replica(self, key: Key, replica_id: str, *, drain: bool) -> None:
         live = self._replicas.get(replica_id) or _LiveReplica()
         if live.starting is not None:
@@ -310,7 +314,7 @@ class ServeRuntime:
         from ..control.live import Throttle
 
         last_metrics = 0.0
-        live = Throttle()
+        throttle = Throttle()
         while True:
             await asyncio.sleep(_TICK_S)
             now = time.monotonic()
@@ -322,7 +326,7 @@ class ServeRuntime:
                 await asyncio.gather(*probes)
             queued = {key: router.queued for key, router in self._routers.items()}
             self.feed(Tick(time.monotonic(), queued))
-            if live.due():
+            if throttle.due():
                 self._publish_live()
             if now - self._followed_at >= FOLLOW_S and self._following is None:
                 self._followed_at = now
@@ -349,7 +353,7 @@ class ServeRuntime:
                                                           "max_replicas": auto.max_replicas},
                 "requests_per_s": served / interval, "requests": served, **latency_summary(latencies),
                 "replicas": [{"replica": r.replica_id, "state": r.state.value, "ongoing": r.ongoing,
-                              "worker": self._replicas.get(r.replica_id, _LiveReplica()).worker}
+                              "worker": self._worker_of(r.replica_id)}
                              for r in self.core.replicas_of(key)]})
         if deployments or self.apps:
             coro = publish(self.client, SERVE_TOPIC, {"runtime": self.runtime_id, "deployments": deployments})

@@ -27,6 +27,7 @@ from collections.abc import Generator
 from typing import Any
 
 from .._dask_internals import get_scheduler_metadata
+from ..errors import ConfigError
 from ..runtime.tls import client_context
 from .context import current_runtime, host_worker
 from .errors import DeploymentNotFoundError, ServeError
@@ -181,24 +182,32 @@ class DeploymentHandle:
 
     ``handle.options(stream=True)`` calls a generator method and gives a
     :class:`DeploymentResponseGenerator`; ``handle.options(method_name=...)``
-    picks the method.
+    picks the method; ``handle.options(multiplexed_model_id="a")`` names the
+    model the call is for (:mod:`.multiplex`).
     """
 
     def __init__(self, app_name: str, deployment_name: str, method_name: str = "__call__", *,
-                 stream: bool = False) -> None:
+                 stream: bool = False, multiplexed_model_id: str = "") -> None:
         self.app_name = app_name
         self.deployment_name = deployment_name
         self.method_name = method_name
         self.stream = stream
+        self.multiplexed_model_id = multiplexed_model_id
 
     def __getattr__(self, name: str) -> DeploymentHandle:
         if name.startswith("_"):
             raise AttributeError(name)
-        return DeploymentHandle(self.app_name, self.deployment_name, name, stream=self.stream)
+        return self.options(method_name=name)
 
-    def options(self, *, method_name: str | None = None, stream: bool | None = None) -> DeploymentHandle:
-        return DeploymentHandle(self.app_name, self.deployment_name, method_name or self.method_name,
-                                stream=self.stream if stream is None else stream)
+    def options(self, *, method_name: str | None = None, stream: bool | None = None,
+                multiplexed_model_id: str | None = None) -> DeploymentHandle:
+        """A handle like this one with the given options changed (Ray's names)."""
+        if multiplexed_model_id is not None and not isinstance(multiplexed_model_id, str):
+            raise ConfigError(f"multiplexed_model_id is a str, got {type(multiplexed_model_id).__name__}")
+        return DeploymentHandle(
+            self.app_name, self.deployment_name, method_name or self.method_name,
+            stream=self.stream if stream is None else stream,
+            multiplexed_model_id=self.multiplexed_model_id if multiplexed_model_id is None else multiplexed_model_id)
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         """Call the method: a :class:`DeploymentResponse`, or with ``stream=True`` a generator of its items."""
@@ -210,7 +219,7 @@ class DeploymentHandle:
             call_args = tuple([await a if isinstance(a, DeploymentResponse) else a for a in args])
             call_kwargs = {k: await v if isinstance(v, DeploymentResponse) else v for k, v in kwargs.items()}
             router = await get_router()
-            answer = await router.call(self.method_name, call_args, call_kwargs)
+            answer = await router.call(self.method_name, call_args, call_kwargs, model_id=self.multiplexed_model_id)
             if isinstance(answer, RemoteStream) and not stream:
                 await answer.aclose()
                 raise ServeError(f"{where} is a generator (it streams); call it through "
@@ -231,13 +240,17 @@ class DeploymentHandle:
         return DeploymentResponseGenerator(response) if stream else response
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.app_name, self.deployment_name, self.method_name, self.stream))
+        return (_rebuild, (self.app_name, self.deployment_name, self.method_name, self.stream,
+                           self.multiplexed_model_id))
 
     def __repr__(self) -> str:
         method = "" if self.method_name == "__call__" else f", method={self.method_name!r}"
         stream = ", stream=True" if self.stream else ""
-        return f"DeploymentHandle({self.app_name!r}, {self.deployment_name!r}{method}{stream})"
+        model = f", multiplexed_model_id={self.multiplexed_model_id!r}" if self.multiplexed_model_id else ""
+        return f"DeploymentHandle({self.app_name!r}, {self.deployment_name!r}{method}{stream}{model})"
 
 
-def _rebuild(app_name: str, deployment_name: str, method_name: str, stream: bool) -> DeploymentHandle:
-    return DeploymentHandle(app_name, deployment_name, method_name, stream=stream)
+def _rebuild(app_name: str, deployment_name: str, method_name: str, stream: bool,
+             multiplexed_model_id: str) -> DeploymentHandle:
+    return DeploymentHandle(app_name, deployment_name, method_name, stream=stream,
+                            multiplexed_model_id=multiplexed_model_id)

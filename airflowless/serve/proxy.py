@@ -47,6 +47,7 @@ from .http_options import HTTPOptions
 from .http_request import RequestData
 from .http_server import DISCONNECT_KEY
 from .ingress import ASGI_METHOD
+from .multiplex import MODEL_ID_HEADER
 from .request_ends import RequestEnds
 from .routing import HTTPRoute
 from .streaming import http_response
@@ -136,7 +137,7 @@ async def _call(request: Request, target: RouteTarget, route: HTTPRoute, argumen
         watcher = asyncio.ensure_future(_disconnected(request))
         watcher.add_done_callback(lambda done: None if done.cancelled() else watched.end())
     try:
-        return await target.router.call(route.method, (argument,), {})
+        return await target.router.call(route.method, (argument,), {}, model_id=_model_id(request.scope))
     except asyncio.CancelledError:
         if watched.why is None:
             raise  # cancelled from outside: the server is closing
@@ -148,6 +149,17 @@ async def _call(request: Request, target: RouteTarget, route: HTTPRoute, argumen
             hooks.remove(watched.end)
         elif watcher is not None:
             watcher.cancel()
+
+
+_MODEL_ID_HEADER = MODEL_ID_HEADER.encode()
+
+
+def _model_id(scope: Any) -> str:
+    """The multiplexed model the request names (its ``serve_multiplexed_model_id`` header), or ""."""
+    for name, value in scope["headers"]:
+        if name == _MODEL_ID_HEADER:  # ASGI servers give header names in lower case
+            return bytes(value).decode("latin-1")
+    return ""
 
 
 def _client(request: Request) -> str:

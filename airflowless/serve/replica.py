@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import itertools
@@ -61,6 +62,7 @@ from .context import set_host_worker
 from .errors import BadRequestError, ReplicaStuckError
 from .heap import freeze_heap
 from .ingress import ASGI_METHOD, ReplicaApp, ingress_app
+from .multiplex import model_id_scope
 from .replica_table import ReplicaInfo, ReplicaTable, metadata_key
 from .streaming import as_stream
 from .wire import Busy, Connection, Rejected, WireServer
@@ -203,7 +205,7 @@ class Replica:
 
     # -- requests -----------------------------------------------------------------------------
     async def _dispatch(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-                        connection: Connection) -> Any:
+                        connection: Connection, model_id: str = "") -> Any:
         if method in _CONTROL_METHODS:
             return await self._control(method, connection)
         if self.draining:
@@ -214,6 +216,8 @@ class Replica:
             if stuck:
                 raise Rejected(stuck)
             raise Busy(f"replica {self.spec.replica_id} still runs a call its caller left; try another replica")
+        if model_id:  # this request's task (and the thread call below) sees it
+            model_id_scope(model_id)
         self.ongoing += 1
         stream = None
         try:
@@ -249,7 +253,7 @@ class Replica:
             return await fn(*args, **kwargs)
         if inspect.isasyncgenfunction(fn):
             return fn(*args, **kwargs)
-        call = self._executor.submit(functools.partial(fn, *args, **kwargs))
+        call = self._executor.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
         try:
             result = await asyncio.wrap_future(call)
         except asyncio.CancelledError:

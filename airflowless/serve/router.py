@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import BackPressureError, ReplicaDiedError, ServeError, UnavailableError
+from .multiplex import ModelHomes
 from .replica_table import ReplicaInfo
 from .wire import Busy, Rejected, RemoteStream, WireClient
 
@@ -74,6 +75,7 @@ class Router:
         self.max_queued = max_queued
         self.on_failure = on_failure
         self._slots: dict[str, _Slot] = {}
+        self._homes = ModelHomes()
         self.unavailable = ""
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.served = 0  # requests answered, and the latest latencies (s): the control plane's serve feed
@@ -118,19 +120,23 @@ class Router:
 
     # -- one request -----------------------------------------------------------------
     async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                   timeout: float = 30.0) -> Any:
-        """The method's answer; a :class:`.wire.RemoteStream` holds its replica's slot until it ends."""
+                   timeout: float = 30.0, model_id: str = "") -> Any:
+        """The method's answer; a :class:`.wire.RemoteStream` holds its replica's slot until it ends.
+
+        ``model_id``: the multiplexed model the call is for; it goes to that model's home replica while
+        it has room (:mod:`.multiplex`).
+        """
         started = time.monotonic()
         deadline = started + timeout
         last: Exception | None = None
         busy: list[str] = []  # replicas that refused this request for now
         for _ in range(_MAX_ATTEMPTS):
-            slot = await self._acquire(deadline, busy)
+            slot = await self._acquire(deadline, busy, model_id)
             streaming = False
             try:
                 client = await slot.connection(f"replica {slot.info.replica_id} of {self.label}",
                                                self.ssl_context)
-                answer = await client.call(method, args, kwargs)
+                answer = await client.call(method, args, kwargs, model_id)
                 self.served += 1
                 self.latencies.append(time.monotonic() - started)
                 if isinstance(answer, RemoteStream):  # the replica is busy with it until it ends
@@ -157,18 +163,25 @@ class Router:
             if self.on_failure is not None:
                 self.on_failure(slot.info.replica_id)
 
-    def _choose(self, avoid: list[str] | None = None) -> _Slot | None:
+    def _choose(self, avoid: list[str] | None = None, model_id: str = "") -> _Slot | None:
+        if model_id:  # the model's home while it has room
+            home = self._slots.get(self._homes.get(model_id) or "")
+            if home is not None and not home.dead and home.ongoing < self.max_ongoing \
+                    and not (avoid and home.info.replica_id in avoid):
+                return home
         free = [s for s in self._slots.values() if not s.dead and s.ongoing < self.max_ongoing
                 and not (avoid and s.info.replica_id in avoid)]
         if len(free) > 2:
             free = random.sample(free, 2)
         return min(free, key=lambda s: (s.ongoing, random.random())) if free else None
 
-    async def _acquire(self, deadline: float, busy: list[str]) -> _Slot:
+    async def _acquire(self, deadline: float, busy: list[str], model_id: str = "") -> _Slot:
         while True:
-            slot = self._choose(busy)
+            slot = self._choose(busy, model_id)
             if slot is not None:
                 slot.ongoing += 1
+                if model_id:  # its home from now on: the calls right behind it go there too
+                    self._homes.set(model_id, slot.info.replica_id)
                 return slot
             if busy and self._choose() is not None:  # only replicas that just refused it are free
                 raise ServeError(f"{self.label}: every free replica is still running a call its caller left; "

@@ -24,6 +24,8 @@ True
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 from collections.abc import AsyncIterator, Generator
 from concurrent.futures import Executor
@@ -61,10 +63,11 @@ def as_stream(result: Any, executor: Executor | None) -> Stream | None:
 
 async def _pulled(items: Generator[Any, Any, Any], executor: Executor | None) -> AsyncIterator[Any]:
     """The items of a plain generator, each pulled in ``executor``'s thread; closing this closes it."""
-    loop = asyncio.get_running_loop()
+    loop, context = asyncio.get_running_loop(), contextvars.copy_context()  # the request's (its model id)
     end = object()
     try:
-        while (item := await loop.run_in_executor(executor, next, items, end)) is not end:
+        step = functools.partial(context.run, next, items, end)
+        while (item := await loop.run_in_executor(executor, step)) is not end:
             yield item
     finally:
         items.close()

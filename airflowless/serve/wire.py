@@ -265,9 +265,10 @@ def _safe_error(exc: BaseException) -> bytes:
 
 
 class WireServer:
-    """Serves ``dispatch(method, args, kwargs, connection)`` to connections that prove they hold ``token``."""
+    """Serves ``dispatch(method, args, kwargs, connection[, model_id])`` to connections that prove they hold
+    ``token`` (``model_id`` comes when the caller names a multiplexed model)."""
 
-    def __init__(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any], Connection], Awaitable[Any]],
+    def __init__(self, dispatch: Callable[..., Awaitable[Any]],
                  token: bytes, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self._dispatch = dispatch
         self._token = token
@@ -343,8 +344,8 @@ class WireServer:
     async def _answer(self, outbox: _Outbox, connection: Connection, rid: int, body: bytes,
                       windows: dict[int, _Window]) -> None:
         try:
-            method, args, kwargs = decode(body)
-            result = await self._dispatch(method, args, kwargs, connection)
+            method, args, kwargs, *model_id = decode(body)
+            result = await self._dispatch(method, args, kwargs, connection, *model_id)
             if isinstance(result, Stream):
                 windows[rid] = _Window()
                 try:
@@ -477,14 +478,14 @@ class WireClient:
         """Requests sent on this connection and not answered yet (streams not ended count)."""
         return len(self._pending) + len(self._streams)
 
-    async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], model_id: str = "") -> Any:
         """Run ``method(*args, **kwargs)`` on the replica; a request that cannot be sent leaves nothing behind.
 
         The answer is the method's value, or a :class:`RemoteStream` when the replica answers with a stream.
         """
         if self.closed:
             raise Rejected(f"{self._label} is gone")
-        body = encode((method, args, kwargs))
+        body = encode((method, args, kwargs, model_id) if model_id else (method, args, kwargs))
         self._next += 1
         rid = self._next
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -126,10 +126,11 @@ def _stop_check(spec: RankSpec, stop: Any, done: threading.Event) -> Callable[[]
     from distributed import Queue
 
     decisions = Queue(spec.decisions)
+    timeout_s = get_settings().decision_timeout_s  # read once, not per report
 
     def should_stop() -> bool:
         waited = time.monotonic()
-        while time.monotonic() - waited < get_settings().decision_timeout_s and not stopped():
+        while time.monotonic() - waited < timeout_s and not stopped():
             try:  # in short waits: a driver that left sets the stop event (WorkerGroup.shutdown)
                 return bool(decisions.get(timeout=0.5) == "STOP")
             except TimeoutError:

@@ -365,7 +365,7 @@ class TuneDriver:
                     self.client.run(stop_function_trial, self.runs[trial_id])
 
     def _auto_filled(self, trial_id: str, result: dict[str, Any]) -> dict[str, Any]:
-        """``result`` with Ray's auto-filled fields (:data:`~.trial.AUTO_FILLED`) after the trial's own metrics."""
+        """``result`` with Ray's auto-filled fields (:data:`..store.records.AUTO_FILLED`) after the trial's own metrics."""
         at = float(result.pop("_reported_at", None) or time.time())
         this_iter = float(result.pop("_this_iter_s", None) or 0.0)
         trial = self.controller.trials.get(trial_id)

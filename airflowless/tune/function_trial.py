@@ -66,7 +66,9 @@ class _Run:
         self.stop_requested = False  # set by stop_function_trial: the run stops at its next report
         self._decisions: Any = None
         self._unsent: list[dict[str, Any]] = []
-        self._last = time.time()  # the run's start, then its latest report: each report's time_this_iter_s
+        self._last = time.time()  # the run's start, then its latest report (or resume): time_this_iter_s
+        settings = get_settings()  # read once: a report must not parse the environment
+        self._decision_timeout_s, self._park_timeout_s = settings.decision_timeout_s, settings.park_timeout_s
         self._sending = threading.Lock()  # keeps the topic's messages in the order of the reports
 
     def report(self, message: dict[str, Any]) -> None:
@@ -97,7 +99,7 @@ class _Run:
 
             self._decisions = Queue(self.decisions_name)
         try:
-            decision = self._decisions.get(timeout=get_settings().decision_timeout_s)
+            decision = self._decisions.get(timeout=self._decision_timeout_s)
         except TimeoutError:
             return False
         if decision != "PAUSE":
@@ -106,11 +108,12 @@ class _Run:
             _parked[self.key] = self
         self.outcomes.put(("paused", None))
         try:
-            command = self.commands.get(timeout=get_settings().park_timeout_s)  # an abandoned experiment
+            command = self.commands.get(timeout=self._park_timeout_s)  # an abandoned experiment
         except queue.Empty:
             command = "STOP"
         with _lock:
             _parked.pop(self.key, None)
+        self._last = time.time()  # the time parked is not the next iteration's (as in Ray)
         return command != "RESUME"
 
     def drive(self) -> dict[str, Any]:

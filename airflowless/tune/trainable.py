@@ -40,10 +40,11 @@ class Trainable:
     """Subclass it and define ``setup(config)`` and ``step() -> dict``; optionally ``save_checkpoint``,
     ``load_checkpoint`` and ``cleanup``."""
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: dict[str, Any] | None = None, **setup_kwargs: Any) -> None:
+        """``setup_kwargs``: the objects of ``tune.with_parameters(cls, **objects)``, passed to ``setup``."""
         self.config = dict(config or {})
         self.iteration = 0  # steps done (counted on from a restored checkpoint)
-        self.setup(dict(self.config))
+        self.setup(dict(self.config), **setup_kwargs)
 
     @property
     def training_iteration(self) -> int:
@@ -98,11 +99,11 @@ def as_function(cls: type[Trainable], checkpoint_config: Any) -> Callable[[dict[
     every = int(getattr(checkpoint_config, "checkpoint_frequency", 0) or 0)
     at_end = bool(getattr(checkpoint_config, "checkpoint_at_end", False))
 
-    def run_trainable(config: dict[str, Any]) -> None:
+    def run_trainable(config: dict[str, Any], **objects: Any) -> None:
         from ..train.checkpoint import Checkpoint
         from ..train.context import get_checkpoint, report
 
-        trainable = cls(config)
+        trainable = cls(config, **objects)
         try:
             restored = get_checkpoint()
             if restored is not None:
@@ -111,13 +112,14 @@ def as_function(cls: type[Trainable], checkpoint_config: Any) -> Callable[[dict[
             while True:
                 result = trainable.train()
                 done = bool(result.pop("done", False))
-                checkpoint = None
-                if (every and trainable.iteration % every == 0) or (done and at_end):
-                    folder = tempfile.mkdtemp(prefix="trainable-")
-                    trainable.save(folder)
-                    checkpoint = Checkpoint.from_directory(folder)
                 result.pop("training_iteration", None)  # the Tuner numbers the reports itself
-                report({**result, "done": done} if done else result, checkpoint=checkpoint)
+                reported = {**result, "done": done} if done else result
+                if (every and trainable.iteration % every == 0) or (done and at_end):
+                    with tempfile.TemporaryDirectory(prefix="trainable-") as folder:  # report copies it
+                        trainable.save(folder)
+                        report(reported, checkpoint=Checkpoint.from_directory(folder))
+                else:
+                    report(reported)
                 if done:
                     return
         finally:

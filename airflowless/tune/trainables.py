@@ -51,6 +51,7 @@ class _TrialRecorder(Recorder):
         self.trial_id, self.events, self.stop = trial_id, events, stop
         self.decides_reports = decides
         self._last = time.time()  # the fit's start, then its latest report: each report's time_this_iter_s
+        self._decision_timeout_s = get_settings().decision_timeout_s  # read once, not per report
 
     def on_report(self, step: int, metrics: dict[str, Any], checkpoint_uri: str | None) -> None:
         now = time.time()
@@ -62,7 +63,7 @@ class _TrialRecorder(Recorder):
             return
         handled = threading.Event()  # set by the driver once the controller decided (``stop`` set on STOP)
         self.events.put(TrainerReport(self.trial_id, result, handled))
-        handled.wait(timeout=get_settings().decision_timeout_s)  # then it goes on
+        handled.wait(timeout=self._decision_timeout_s)  # then it goes on
 
     def should_stop(self) -> bool:
         return self.stop.is_set()

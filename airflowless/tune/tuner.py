@@ -65,6 +65,9 @@ class Tuner:
         self.run_config = run_config or RunConfig()
         if is_trainable_class(trainable):  # Ray's class API runs as a function trial
             trainable = as_function(trainable, self.run_config.checkpoint_config)
+        elif isinstance(trainable, ParameterizedTrainable) and is_trainable_class(trainable.fn):  # the same, wrapped
+            trainable = ParameterizedTrainable(as_function(trainable.fn, self.run_config.checkpoint_config),
+                                               trainable.objects, trainable.resources)
         self.trainable = trainable
         if not isinstance(self.tune_config, TuneConfig):
             raise ConfigError(f"tune_config must be a TuneConfig, got {type(self.tune_config).__name__}")

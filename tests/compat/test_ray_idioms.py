@@ -143,6 +143,24 @@ class Climber(tune.Trainable):
         self.height = float(Path(checkpoint, "height.txt").read_text())
 
 
+class Scaled(tune.Trainable):
+    """A class trainable given an object by tune.with_parameters (Ray passes it to setup)."""
+
+    def setup(self, config: dict[str, Any], table: list[float] | None = None) -> None:
+        self.table, self.scale = table or [], config["scale"]
+
+    def step(self) -> dict[str, Any]:
+        return {"total": self.scale * sum(self.table), "done": True}
+
+
+def test_a_class_trainable_takes_parameters_and_resources() -> None:
+    # Ray: tune.with_resources(tune.with_parameters(MyTrainable, data=data), {"cpu": 1})
+    wrapped = tune.with_resources(tune.with_parameters(Scaled, table=[1.0, 2.0, 3.0]), {"CPU": 1})
+    grid = tune.Tuner(wrapped, param_space={"scale": tune.grid_search([1.0, 10.0])},
+                      tune_config=tune.TuneConfig(metric="total", mode="max")).fit()
+    assert sorted(r.metrics["total"] for r in grid) == [6.0, 60.0]
+
+
 def test_the_class_api_steps_checkpoints_and_resumes_after_a_crash(tmp_path: Path) -> None:
     # Ray: class MyTrainable(tune.Trainable): setup / step / save_checkpoint / load_checkpoint
     grid = tune.Tuner(Climber, param_space={"rate": tune.grid_search([1.0, 2.0]), "fail_once": False,

@@ -109,3 +109,37 @@ class Items:
     def size(self) -> int:
         """Not a route: a handle may still call it."""
         return len(self.items)
+
+
+class Model:
+    """A loaded model; ``unloaded`` is appended to when the replica drops it."""
+
+    def __init__(self, model_id: str, unloaded: list[str]) -> None:
+        self.model_id, self._unloaded = model_id, unloaded
+
+    def __del__(self) -> None:
+        self._unloaded.append(self.model_id)
+
+
+@serve.deployment(num_replicas=2)
+class Models:
+    def __init__(self) -> None:
+        self.loads: list[str] = []
+        self.unloaded: list[str] = []
+
+    @serve.multiplexed(max_num_models_per_replica=2)
+    async def get_model(self, model_id: str) -> Model:
+        self.loads.append(model_id)
+        await asyncio.sleep(0.05)  # concurrent calls for one model share this load
+        return Model(model_id, self.unloaded)
+
+    async def __call__(self, body: Any) -> dict[str, Any]:
+        model = await self.get_model(serve.get_multiplexed_model_id())
+        return {"model": model.model_id, "x": body["x"] if body else None, "replica": id(self)}
+
+    def sync_id(self) -> str:
+        """A plain method sees the model id too (it runs in the replica's thread)."""
+        return serve.get_multiplexed_model_id()
+
+    def history(self) -> dict[str, Any]:
+        return {"loads": list(self.loads), "unloaded": list(self.unloaded), "replica": id(self)}

@@ -15,7 +15,7 @@ from airflowless.serve.errors import ServeError
 from airflowless.serve.wire import STREAM_WINDOW
 from tests.support.eventually import eventually
 
-from .stream_deployments import Items, Tokens
+from .stream_deployments import Items, Models, Tokens
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +151,47 @@ def test_ingress_goes_on_a_class_with_an_app() -> None:
         serve.ingress("not an app")
     with pytest.raises(ConfigError, match="goes on a class"):
         serve.ingress(lambda scope, receive, send: None)(lambda: None)
+
+
+@pytest.fixture(scope="module")
+def models(serve_url: str) -> Iterator[serve.DeploymentHandle]:
+    handle = serve.run(Models.bind(), name="models", route_prefix="/models")
+    yield handle
+    serve.delete("models")
+
+
+def test_a_multiplexed_model_is_loaded_once_on_its_home_replica(serve_url: str, models: serve.DeploymentHandle
+                                                                ) -> None:
+    async def many() -> list[Any]:
+        calls = [models.options(multiplexed_model_id="a").remote({"x": i}) for i in range(6)]
+        return list(await asyncio.gather(*calls))
+    answers = asyncio.run(many())
+    assert [a["model"] for a in answers] == ["a"] * 6 and [a["x"] for a in answers] == list(range(6))
+    assert len({a["replica"] for a in answers}) == 1  # its home replica, while it has room
+    over_http = [httpx.post(f"{serve_url}/models", json={"x": i}, headers={"serve_multiplexed_model_id": "b"},
+                            timeout=30).json() for i in range(3)]
+    assert {a["model"] for a in over_http} == {"b"} and len({a["replica"] for a in over_http}) == 1
+    assert models.options(multiplexed_model_id="c").sync_id.remote().result(timeout=30) == "c"
+    loads = [models.history.remote().result(timeout=30) for _ in range(8)]
+    by_replica = {h["replica"]: h["loads"] for h in loads}
+    assert sum(load.count("a") for load in by_replica.values()) == 1  # six calls, one load (they shared it)
+
+
+def test_a_replica_keeps_its_most_recently_used_models() -> None:
+    from airflowless.serve.multiplex import multiplexed
+
+    loads: list[str] = []
+
+    @multiplexed(max_num_models_per_replica=2)
+    async def get_model(model_id: str) -> str:
+        loads.append(model_id)
+        return model_id.upper()
+
+    async def use(*ids: str) -> list[str]:
+        return [await get_model(i) for i in ids]
+    assert asyncio.run(use("a", "b", "a", "c", "a", "b")) == ["A", "B", "A", "C", "A", "B"]
+    assert loads == ["a", "b", "c", "b"]  # "b" was the least recently used when "c" came
+    with pytest.raises(ConfigError, match="async def"):
+        multiplexed(lambda model_id: model_id)
+    with pytest.raises(ConfigError, match="positive int"):
+        multiplexed(max_num_models_per_replica=0)
