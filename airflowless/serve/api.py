@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
+import time
 from typing import Any
 
 from ..errors import ConfigError
@@ -24,6 +25,7 @@ from .errors import DeploymentNotFoundError
 from .handle import DeploymentHandle
 from .http_options import HTTPOptions
 from .records import record_run, record_status, served_models
+from .status import ServeStatus
 
 __all__ = ["start", "run", "status", "delete", "shutdown", "get_app_handle", "http_address", "http_client_ssl"]
 
@@ -68,7 +70,7 @@ def http_client_ssl() -> ssl.SSLContext | None:
 
 
 def run(app: Application, *, name: str = "default", route_prefix: str | None = "/",
-        timeout_s: float = 300.0) -> DeploymentHandle:
+        timeout_s: float = 300.0, blocking: bool = False) -> DeploymentHandle:
     """Deploy ``app`` (replacing an application of the same name); return a handle to its ingress.
 
     An application of the same name and deployments is updated in place, without a failed request: each
@@ -80,6 +82,8 @@ def run(app: Application, *, name: str = "default", route_prefix: str | None = "
     with the replica's error if one cannot start. ``route_prefix=None`` serves
     the application to handles only. Each deployment is recorded in the store
     (see :mod:`.records`); a store that fails is logged, never raised.
+
+    ``blocking=True`` (Ray's): then serve until Ctrl-C, and shut serve down (a script that only serves).
     """
     if not isinstance(name, str) or not name or "/" in name:
         raise ConfigError(f"an application name must be a non-empty string without '/', got {name!r}")
@@ -102,14 +106,28 @@ def run(app: Application, *, name: str = "default", route_prefix: str | None = "
     record_run(name, route_prefix, http_address(), [
         (d.name, d.config, int(running.get(d.name, {}).get("running_replicas", d.config.initial_replicas)),
          served_models(args, kwargs)) for d, args, kwargs in flat])
-    return DeploymentHandle(name, flat[-1][0].name)
+    handle = DeploymentHandle(name, flat[-1][0].name)
+    if blocking:
+        _serve_until_interrupted(name)
+    return handle
 
 
-def status() -> dict[str, Any]:
-    """``{app: {"status", "route_prefix", "deployments": {name: {"status", "running_replicas", ...}}}}``."""
+def _serve_until_interrupted(name: str) -> None:
+    print(f"serving application {name!r} at {http_address()} until Ctrl-C", flush=True)
+    try:
+        while current_runtime() is not None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("Ctrl-C: shutting serve down", flush=True)
+    shutdown()
+
+
+def status() -> ServeStatus:
+    """Each application's status and its deployments', as Ray's ``ServeStatus`` (:mod:`.status`):
+    ``serve.status().applications["app"].deployments["Model"].status``, or the same as dict keys."""
     runtime = current_runtime()
     if runtime is None:
-        return {}
+        return ServeStatus()
     return runtime.call(_async(runtime.status))  # type: ignore[no-any-return]
 
 

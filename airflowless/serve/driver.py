@@ -11,6 +11,7 @@ and the proxy's loop is the routers' loop, so routing needs no locks.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import threading
 import time
@@ -50,6 +51,12 @@ from .records import record_models, served_models
 from .replica import Replica, ReplicaSpec
 from .replica_table import ReplicaInfo, ReplicaTable, metadata_key
 from .router import Router
+from .status import (
+    ApplicationStatusOverview,
+    DeploymentStatusOverview,
+    ServeStatus,
+    application_status,
+)
 from .wire import WireClient
 
 __all__ = ["ServeRuntime"]
@@ -550,22 +557,22 @@ class ServeRuntime:
         self._versions.setdefault(key, {})[version] = (deployment, args, kwargs)
         self.feed(DeploymentUpdated(key, deployment.config, version=version))
 
-    def status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def status(self) -> ServeStatus:
+        out = ServeStatus()
         for app in self.apps.values():
             deployments = {}
             for key in app.keys:
                 if key not in self.core.deployments:
                     continue
-                dep = self.core.deployments[key]
-                deployments[key[1]] = {
-                    "status": self.core.status(key).value, "target_replicas": dep.target,
-                    "running_replicas": len(self.core.replicas_of(key, _running())), "message": dep.message,
-                    "models": served_models(*self._specs[key][1:]),
-                }
-            healthy = all(d["status"] == "HEALTHY" for d in deployments.values())
-            out[app.name] = {"status": "RUNNING" if healthy else "DEPLOYING_OR_UNHEALTHY",
-                             "route_prefix": app.route_prefix, "deployments": deployments}
+                dep, replicas = self.core.deployments[key], self.core.replicas_of(key)
+                states = collections.Counter(r.state.value for r in replicas)
+                deployments[key[1]] = DeploymentStatusOverview(
+                    status=self.core.status(key).value, message=dep.message, replica_states=dict(states),
+                    target_replicas=dep.target, running_replicas=states[_running().value],
+                    models=served_models(*self._specs[key][1:]))
+            status, message = application_status(deployments)
+            out[app.name] = ApplicationStatusOverview(status=status, message=message, route_prefix=app.route_prefix,
+                                                      deployments=deployments)
         return out
 
 

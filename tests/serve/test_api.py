@@ -24,6 +24,9 @@ def test_run_http_handle_status_delete(serve_url: str) -> None:
     assert len(pids) == 2  # two replicas, both used
     state = serve.status()["echo"]
     assert state["deployments"]["Echo"]["running_replicas"] == 2 and state["route_prefix"] == "/echo"
+    ray_form = serve.status().applications["echo"]  # Ray's ServeStatus: attributes, states counted
+    assert ray_form.status == "RUNNING" and ray_form.deployments["Echo"].status == "HEALTHY"
+    assert ray_form.deployments["Echo"].replica_states == {"RUNNING": 2}
     assert httpx.get(f"{serve_url}/-/routes").json() == {"/echo": "echo"}
     assert httpx.get(f"{serve_url}/-/healthz").status_code == 200
     assert serve.get_app_handle("echo").remote(3).result(timeout=10)["got"] == 3
@@ -126,3 +129,35 @@ def test_options_and_validation() -> None:
         serve.deployment(max_ongoing_requests=0)(double.target)
     with pytest.raises(ValueError, match="route_prefix"):
         serve.run(double.bind(), route_prefix="nope")
+
+
+def test_run_blocking_serves_until_ctrl_c(tmp_path: object) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = """
+from airflowless import serve
+
+@serve.deployment
+def hello(body):
+    return {"hello": body["name"]}
+
+serve.start(http_options={"port": 0})
+serve.run(hello.bind(), name="hello", route_prefix="/hello", blocking=True)
+print("returned after Ctrl-C", flush=True)
+"""
+    env = {**os.environ, "AIRFLOWLESS_HOME": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               text=True, env=env)
+    try:
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        assert "until Ctrl-C" in line, line
+        address = line.split(" at ")[1].split()[0]
+        assert httpx.post(f"{address}/hello", json={"name": "ray"}, timeout=30).json() == {"hello": "ray"}
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=120)
+        assert process.returncode == 0 and "returned after Ctrl-C" in out
+    finally:
+        process.kill()
