@@ -146,6 +146,17 @@ class ExperimentRecords:
             conn.execute(schema.checkpoints.insert().values(trial_id=trial_id, step=step, uri=uri,
                                                             metrics=_plain(metrics), deleted=0, created_at=utc_now()))
 
+    def restart_trial(self, trial_id: int) -> None:
+        """A trial starts again from scratch (``Tuner.restore(restart_errored=True)``): its reports are removed
+        and its checkpoints marked deleted (their files stay), its status pending."""
+        with self.engine.begin() as conn:
+            conn.execute(schema.metrics.delete().where(schema.metrics.c.trial_id == trial_id))
+            conn.execute(schema.checkpoints.update().where(schema.checkpoints.c.trial_id == trial_id)
+                         .values(deleted=1))
+            conn.execute(schema.trials.update().where(schema.trials.c.id == trial_id).values(
+                status="pending", restarts=0, iterations=0, last_metrics=None, checkpoint_uri=None, error=None,
+                finished_at=None))
+
     def mark_checkpoint_deleted(self, uri: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(schema.checkpoints.update().where(schema.checkpoints.c.uri == uri).values(deleted=1))

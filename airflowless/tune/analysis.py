@@ -14,11 +14,13 @@ use ``Tuner(...).fit()``.
 
 from __future__ import annotations
 
+import inspect
+import sys
 from typing import Any
 
-from ..errors import ConfigError, TrialsErroredError
+from ..errors import ConfigError, TrialsErroredError, UsageError
 from ..train.checkpoint import Checkpoint
-from ..train.config import RunConfig
+from ..train.config import CheckpointConfig, RunConfig
 from ..train.result import Result
 from .config import TuneConfig
 from .result_grid import ResultGrid
@@ -48,25 +50,39 @@ class ExperimentAnalysis:
     def experiment_path(self) -> str:
         return str(self.result_grid.experiment_path)
 
-    def get_best_result(self, metric: str | None = None, mode: str | None = None, scope: str = "last") -> Result:
+    def _metric_mode(self, metric: str | None, mode: str | None) -> tuple[str, str]:
         metric, mode = metric or self.default_metric, mode or self.default_mode
         if metric is None or mode is None:
             raise ConfigError("the best trial needs a metric and a mode: pass metric= and mode= to tune.run, "
                               "or to this call")
-        return self.result_grid.get_best_result(metric, mode, scope)
+        return metric, mode
+
+    def get_best_trial(self, metric: str | None = None, mode: str | None = None, scope: str = "last") -> Result:
+        """The best trial (here its :class:`~airflowless.train.Result`), by ``metric`` and ``mode``."""
+        return self.result_grid.get_best_result(*self._metric_mode(metric, mode), scope)
+
+    get_best_result = get_best_trial
 
     def get_best_config(self, metric: str | None = None, mode: str | None = None, scope: str = "last"
                         ) -> dict[str, Any]:
-        return self.get_best_result(metric, mode, scope).config or {}
+        return self.get_best_trial(metric, mode, scope).config or {}
 
-    def get_best_checkpoint(self, metric: str | None = None, mode: str | None = None) -> Checkpoint | None:
-        """The best trial's latest checkpoint (None if it saved none)."""
-        return self.get_best_result(metric, mode).checkpoint
+    def get_best_checkpoint(self, trial: Result, metric: str | None = None, mode: str | None = None
+                            ) -> Checkpoint | None:
+        """``trial``'s checkpoint whose report scored best on ``metric`` (Ray's signature: the trial first)."""
+        if not isinstance(trial, Result):
+            raise UsageError(f"get_best_checkpoint takes the trial first, as Ray's: "
+                             f"get_best_checkpoint(analysis.best_trial, metric, mode); got {trial!r}")
+        return trial.get_best_checkpoint(*self._metric_mode(metric, mode))
+
+    @property
+    def best_trial(self) -> Result:
+        return self.get_best_trial()
 
     @property
     def best_result(self) -> dict[str, Any]:
         """The last report of the best trial (by the default metric and mode)."""
-        return dict(self.get_best_result().metrics or {})
+        return dict(self.best_trial.metrics or {})
 
     @property
     def best_config(self) -> dict[str, Any]:
@@ -74,12 +90,15 @@ class ExperimentAnalysis:
 
     @property
     def best_checkpoint(self) -> Checkpoint | None:
-        return self.get_best_checkpoint()
+        """The best trial's best checkpoint (by the default metric and mode)."""
+        return self.get_best_checkpoint(self.best_trial)
 
     @property
-    def best_path(self) -> str | None:
-        """The best trial's folder (Ray: ``best_logdir``)."""
-        return self.get_best_result().path
+    def best_logdir(self) -> str | None:
+        """The best trial's folder."""
+        return self.best_trial.path
+
+    best_path = best_logdir
 
     @property
     def results(self) -> dict[str, dict[str, Any]]:
@@ -102,15 +121,11 @@ class ExperimentAnalysis:
         return f"ExperimentAnalysis({self.result_grid!r})"
 
 
-_TAKEN = ("config", "name", "metric", "mode", "stop", "num_samples", "storage_path", "search_alg", "scheduler",
-          "max_failures", "callbacks", "max_concurrent_trials", "resources_per_trial", "verbose",
-          "raise_on_failed_trial")
-
-
 def run(run_or_experiment: Any, *, config: dict[str, Any] | None = None, name: str | None = None,
         metric: str | None = None, mode: str | None = None, stop: Any = None, num_samples: int = 1,
         storage_path: str | None = None, search_alg: Any = None, scheduler: Any = None, max_failures: int = 0,
         callbacks: Any = None, max_concurrent_trials: int | None = None, resources_per_trial: Any = None,
+        checkpoint_freq: int = 0, checkpoint_at_end: bool = False,
         verbose: int | None = None, raise_on_failed_trial: bool = True, **unsupported: Any) -> ExperimentAnalysis:
     """Search ``config`` over ``run_or_experiment`` (a function or a Trainer) as Ray's ``tune.run`` does.
 
@@ -118,7 +133,8 @@ def run(run_or_experiment: Any, *, config: dict[str, Any] | None = None, name: s
     ``raise_on_failed_trial`` (Ray's ``TuneError``); its ``result_grid`` holds every trial.
     """
     if unsupported:
-        raise ConfigError(f"tune.run does not take {sorted(unsupported)} here; it takes {list(_TAKEN)}. "
+        taken = [name for name in inspect.signature(run).parameters if name not in ("run_or_experiment", "unsupported")]
+        raise ConfigError(f"tune.run does not take {sorted(unsupported)} here; it takes {taken}. "
                           "Tuner(...) has the rest (TuneConfig, RunConfig)")
     trainable = run_or_experiment
     if resources_per_trial is not None:
@@ -126,9 +142,13 @@ def run(run_or_experiment: Any, *, config: dict[str, Any] | None = None, name: s
     tuner = Tuner(trainable, param_space=config or {},
                   tune_config=TuneConfig(metric=metric, mode=mode, num_samples=num_samples, search_alg=search_alg,
                                          scheduler=scheduler, max_failures=max_failures,
-                                         max_concurrent_trials=max_concurrent_trials),
+                                         max_concurrent_trials=max_concurrent_trials,
+                                         # within a pipeline stage, errored trials raise unless allowed
+                                         max_errored_trials=None if raise_on_failed_trial else sys.maxsize),
                   run_config=RunConfig(name=name, storage_path=storage_path, stop=stop, callbacks=list(callbacks or ()),
-                                       verbose=1 if verbose is None else verbose))
+                                       verbose=1 if verbose is None else verbose,
+                                       checkpoint_config=CheckpointConfig(checkpoint_frequency=checkpoint_freq,
+                                                                          checkpoint_at_end=checkpoint_at_end)))
     grid = tuner.fit()
     if raise_on_failed_trial and grid.num_errors:
         first = str(grid.errors[0]).strip().splitlines()

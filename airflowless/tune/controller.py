@@ -365,20 +365,28 @@ class TuneController:
         self.scheduler.on_trial_remove(self._view(trial))
 
     def reopen(self, *, resume_unfinished: bool = True, resume_errored: bool = False,
-               restart_errored: bool = False) -> None:
+               restart_errored: bool = False) -> tuple[list[Trial], list[Trial]]:
         """Before a restored experiment goes on (``Tuner.restore``'s options): errored trials run again, from
         their latest checkpoint (``resume_errored``) or from scratch (``restart_errored``), with their
-        retries back; with ``resume_unfinished=False`` the trials that had not finished end instead."""
+        retries back; with ``resume_unfinished=False`` the trials that had not finished end instead.
+
+        Returns the trials ended so and those restarted from scratch, for the record to hear."""
+        ended, restarted = [], []
         for trial in self.trials.values():
             if trial.status == TrialStatus.ERRORED and (resume_errored or restart_errored):
                 trial.status, trial.error, trial.restarts = TrialStatus.PENDING, None, 0
+                trial.stopped_early = False  # a stop asked before it errored is not asked of its new run
+                self.stopped.discard(trial.trial_id)
                 if restart_errored:
                     trial.checkpoint, trial.checkpoint_iteration, trial.results = None, 0, []
+                    restarted.append(trial)
             elif not trial.finished and not resume_unfinished:
                 self.resumable.pop(trial.trial_id, None)
                 self._exploits.pop(trial.trial_id, None)
                 trial.stopped_early = True
                 self._terminate(trial)
+                ended.append(trial)
+        return ended, restarted
 
     def get_state(self) -> dict[str, Any]:
         return {"trials": self.trials, "counter": self._counter, "search_finished": self.search_finished,

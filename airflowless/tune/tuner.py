@@ -172,7 +172,12 @@ class Tuner:
                         controller.handle(Failed(trial_id, record.get("error") or "errored"))
                     else:
                         controller.handle(Completed(trial_id))
-                controller.reopen(**self._reopen)
+                ended_now, restarted = controller.reopen(**self._reopen)
+                for trial in restarted:  # from scratch: its old reports and checkpoints are not its new run's
+                    if trial.record_id is not None:
+                        recorder.store.restart_trial(trial.record_id)
+                for trial in ended_now:
+                    recorder.trial_ended(trial, stopped=True)
             else:
                 recorder.create()
             trainer_trials = isinstance(self.trainable, BaseTrainer)  # only they prepare data in this process

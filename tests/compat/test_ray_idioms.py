@@ -12,7 +12,7 @@ import pytest
 
 # Ray: from ray import train, tune; from ray.train import Checkpoint, RunConfig
 from airflowless import train, tune
-from airflowless.errors import ConfigError, TrialsErroredError
+from airflowless.errors import ConfigError, TrialsErroredError, UsageError
 from airflowless.train import Checkpoint, RunConfig
 
 pytestmark = pytest.mark.usefixtures("cluster_client", "home")
@@ -112,7 +112,8 @@ def test_the_legacy_tune_run_returns_an_analysis(tmp_path: Path) -> None:
     best_rows = analysis.dataframe(metric="loss", mode="min")
     assert sorted(best_rows["loss"]) == pytest.approx(sorted([4 + 1 / 3, 1 / 3, 1 + 1 / 3]))
     assert set(analysis.results) == set(analysis.results_df["trial_id"])
-    assert analysis.best_path is not None and analysis.best_path.startswith(str(tmp_path))
+    assert analysis.best_logdir is not None and analysis.best_logdir.startswith(str(tmp_path))
+    assert analysis.best_trial.config == {"x": 3} and analysis.get_best_trial("loss", "max").config == {"x": 1}
     with pytest.raises(ConfigError, match=r"does not take \['resume'\]"):
         tune.run(quadratic, config={}, resume=True)
     with pytest.raises(TrialsErroredError, match="1 of 2 trial\\(s\\) errored, the first with: .*x=99 is refused"):
@@ -120,6 +121,17 @@ def test_the_legacy_tune_run_returns_an_analysis(tmp_path: Path) -> None:
     kept = tune.run(quadratic, config={"x": tune.grid_search([3, 99])}, metric="loss", mode="min",
                     name="legacy-kept", raise_on_failed_trial=False)
     assert kept.best_config == {"x": 3} and len(kept.trials) == 2
+
+
+def test_the_legacy_tune_run_checkpoints_a_class_trainable(tmp_path: Path) -> None:
+    # Ray: tune.run(MyTrainable, checkpoint_freq=2, checkpoint_at_end=True); get_best_checkpoint(trial, metric, mode)
+    analysis = tune.run(Climber, config={"rate": 1.0, "fail_once": False, "marks": str(tmp_path)}, metric="height",
+                        mode="max", name="legacy-climber", checkpoint_freq=2, checkpoint_at_end=True)
+    best = analysis.get_best_checkpoint(analysis.best_trial, "height", "max")
+    assert best is not None and Path(best.path, "height.txt").read_text() == "6.0"  # the last, at iteration 6
+    assert analysis.best_checkpoint is not None and analysis.best_checkpoint.path == best.path
+    with pytest.raises(UsageError, match="the trial first"):
+        analysis.get_best_checkpoint("height", "max")
 
 
 class Climber(tune.Trainable):

@@ -251,6 +251,12 @@ def test_restore_runs_errored_trials_again_from_their_checkpoint_or_from_scratch
     _, trials = records_by_name(f"errored-{how}")
     (record,) = trials.values()
     assert (record["status"], record["error"], record["iterations"]) == ("completed", None, 10)
+    store = open_store()
+    try:  # the record is the new run's: one row per step, and a restart's old checkpoints are not its own
+        assert [row["step"] for row in store.trial_metrics(record["id"])] == list(range(1, 11))
+        assert [c["step"] for c in store.trial_checkpoints(record["id"])] == [3, 6, 9]
+    finally:
+        store.close()
     # without either, a finished experiment's errored trial stays as it ended
     again = tune.Tuner.restore(first.experiment_path, resumable).fit()
     assert [r.error is None for r in again] == [True]  # (it completed above) and nothing ran again
