@@ -31,13 +31,16 @@ reads the same parameters on a worker that has no copy of the user's module
 (``from __future__ import annotations`` makes them strings). A request crosses as :class:`.http_request.RequestData` (scope and
 body, read and bounded by the proxy, never unpickled from a client); the
 answer comes back as one Starlette ``Response``, or as a stream when the app
-sends its body in parts. Not yet: the app's lifespan (startup and shutdown
-events) does not run, and websockets are not proxied.
+sends its body in parts. The app's lifespan (``lifespan=``, startup and
+shutdown events) runs on each replica, from its start (a startup that fails
+fails the replica) to its stop; what it yields is each request's
+``request.state``. Not yet: websockets are not proxied.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import pickle
 import typing
@@ -132,7 +135,8 @@ def ingress_app(target: Any) -> _MarkedApp | None:
 
 
 class ReplicaApp:
-    """One replica's copy of an ingress app, its class's routes calling ``instance``."""
+    """One replica's copy of an ingress app, its class's routes calling ``instance``; its lifespan runs from
+    :meth:`startup` to :meth:`shutdown` (the replica's start and stop)."""
 
     def __init__(self, marked: _MarkedApp, instance: Any) -> None:
         self.app = marked.fresh()
@@ -140,6 +144,50 @@ class ReplicaApp:
         routes = getattr(router, "routes", None)
         if isinstance(routes, list):
             routes[:] = [self._bound(route, instance) for route in routes]
+        self.state: dict[str, Any] = {}  # what the lifespan yields: each request's ``request.state`` starts from it
+        self._lifespan: asyncio.Future[None] | None = None
+        self._events: asyncio.Queue[dict[str, Any]] | None = None
+        self._ended: asyncio.Future[None] | None = None
+
+    async def startup(self) -> None:
+        """Run the app's lifespan up to its startup (FastAPI's ``lifespan=`` or ``on_event("startup")``);
+        :class:`ServeError` if it fails. An app without a lifespan is fine (the ASGI spec's rule)."""
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[None] = loop.create_future()
+        ended: asyncio.Future[None] = loop.create_future()
+        events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        async def send(message: dict[str, Any]) -> None:
+            kind = message["type"]
+            if kind == "lifespan.startup.complete" and not started.done():
+                started.set_result(None)
+            elif kind == "lifespan.startup.failed" and not started.done():
+                lines = str(message.get("message", "")).strip().splitlines()  # Starlette sends the traceback
+                started.set_exception(ServeError(f"the app's startup failed: {lines[-1] if lines else 'no reason given'}"))
+            elif kind.startswith("lifespan.shutdown.") and not ended.done():
+                ended.set_result(None)
+
+        def finished(task: asyncio.Future[None]) -> None:
+            for future in (started, ended):  # an app that refuses the lifespan scope has none
+                if not future.done():
+                    future.set_result(None)
+
+        scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": self.state}
+        self._lifespan, self._events, self._ended = asyncio.ensure_future(self.app(scope, events.get, send)), \
+            events, ended
+        self._lifespan.add_done_callback(finished)
+        events.put_nowait({"type": "lifespan.startup"})
+        await started
+
+    async def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Run the lifespan's shutdown (within ``timeout_s``), then stop it."""
+        if self._lifespan is None or self._events is None or self._ended is None:
+            return
+        if not self._lifespan.done():
+            self._events.put_nowait({"type": "lifespan.shutdown"})
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._ended), timeout_s)
+        self._lifespan.cancel()
 
     @staticmethod
     def _bound(route: Any, instance: Any) -> Any:
@@ -152,7 +200,7 @@ class ReplicaApp:
 
     async def __call__(self, request: Request) -> Response | Stream:
         """Run the app on ``request``: its complete response, or a stream once it sends its body in parts."""
-        return await call_asgi(self.app, dict(request.scope), await request.body())
+        return await call_asgi(self.app, {**request.scope, "state": dict(self.state)}, await request.body())
 
 
 async def call_asgi(app: Any, scope: dict[str, Any], body: bytes) -> Response | Stream:

@@ -147,6 +147,8 @@ class Replica:
 
         self._server = WireServer(self._dispatch, self._token,
                                   ssl_context=server_context(self._worker.security, "worker"))
+        if self._asgi is not None:
+            await self._asgi.startup()
         port = await self._server.start(host)
         freeze_heap()  # the user's model is loaded: keep full collections from stalling requests
         self._lease_until = time.monotonic() + self.spec.lease_s
@@ -268,6 +270,8 @@ class Replica:
         """Close the socket and every connection, and let the user's object go."""
         if self._server is not None:
             await self._server.close()
+        if self._asgi is not None:
+            await self._asgi.shutdown()
         self.close()
 
     def close(self) -> None:

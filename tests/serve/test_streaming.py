@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from starlette.requests import Request
 
 from airflowless import serve
 from airflowless.errors import ConfigError
@@ -144,6 +147,49 @@ def test_an_ingress_written_in_the_calling_module_travels_by_value(serve_url: st
         assert httpx.get(f"{serve_url}/greet", timeout=30).json() == "hello from local"
     finally:
         serve.delete("greeter")
+
+
+def test_a_fastapi_lifespan_runs_from_the_replica_start_to_its_stop(serve_url: str, tmp_path: Path) -> None:
+    from fastapi import FastAPI
+
+    marks = str(tmp_path)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[dict[str, str]]:
+        yield {"model": "loaded at startup"}
+        Path(marks, "stopped").write_text("yes")
+
+    app = FastAPI(lifespan=lifespan)
+
+    @serve.deployment
+    @serve.ingress(app)
+    class WithLifespan:
+        @app.get("/model")
+        def model(self, request: Request) -> str:
+            return str(request.state.model)
+
+    serve.run(WithLifespan.bind(), name="lifespan", route_prefix="/life")
+    try:
+        assert httpx.get(f"{serve_url}/life/model", timeout=30).json() == "loaded at startup"
+    finally:
+        serve.delete("lifespan")
+    eventually(lambda: (tmp_path / "stopped").exists(), timeout=30)
+
+    @contextlib.asynccontextmanager
+    async def broken(app: Any) -> AsyncIterator[None]:
+        raise RuntimeError("no model file")
+        yield
+
+    broken_app = FastAPI(lifespan=broken)
+
+    @serve.deployment
+    @serve.ingress(broken_app)
+    class Broken:
+        pass
+
+    with pytest.raises(ServeError, match="startup failed.*no model file"):
+        serve.run(Broken.bind(), name="broken-life", route_prefix="/broken-life", timeout_s=60)
+    assert "broken-life" not in serve.status()
 
 
 def test_ingress_goes_on_a_class_with_an_app() -> None:
