@@ -88,6 +88,7 @@ class Settings:
     park_timeout_s: float = 1800.0
     train_grace_s: float = 5.0
     train_failed_grace_s: float = 10.0
+    submit_max_mb: float = 100.0
     token: str | None = field(default=None, repr=False)  # a secret: kept out of logs
     tls_dir: str | None = None
     tls_ca: str | None = None
@@ -117,6 +118,7 @@ class Settings:
             park_timeout_s=_seconds(env, "AIRFLOWLESS_PARK_TIMEOUT_S", 1800.0),
             train_grace_s=_seconds(env, "AIRFLOWLESS_TRAIN_GRACE_S", 5.0),
             train_failed_grace_s=_seconds(env, "AIRFLOWLESS_TRAIN_FAILED_GRACE_S", 10.0),
+            submit_max_mb=_positive(env, "AIRFLOWLESS_SUBMIT_MAX_MB", 100.0, "MiB"),
             token=env.get("AIRFLOWLESS_TOKEN") or None,
             tls_dir=env.get("AIRFLOWLESS_TLS_DIR") or None,
             tls_ca=env.get("AIRFLOWLESS_TLS_CA") or None,
@@ -130,6 +132,10 @@ class Settings:
 
 
 def _seconds(env: os._Environ[str] | dict[str, str], name: str, default: float) -> float:
+    return _positive(env, name, default, "seconds")
+
+
+def _positive(env: os._Environ[str] | dict[str, str], name: str, default: float, unit: str) -> float:
     from .errors import ConfigError
 
     text = env.get(name) or ""
@@ -140,7 +146,7 @@ def _seconds(env: os._Environ[str] | dict[str, str], name: str, default: float) 
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise ConfigError(f"{name} must be a number of seconds > 0, got {text!r}; fix or unset it")
+        raise ConfigError(f"{name} must be a number of {unit} > 0, got {text!r}; fix or unset it")
     return value
 
 

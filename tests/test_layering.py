@@ -13,22 +13,29 @@ import airflowless
 ROOT = Path(airflowless.__file__).parent
 
 
+def _module_name(root: Path, path: Path) -> str:
+    return "airflowless." + ".".join(path.relative_to(root).with_suffix("").parts)
+
+
 def _imports(root: Path, path: Path, package: str) -> set[str]:
-    """Modules of ``package`` that the module at ``path`` imports, at top level or inside functions."""
+    """Modules under ``package`` (its subpackages' too) that the module at ``path`` imports, at top level or
+    inside functions; relative imports of any level count."""
     tree = ast.parse(path.read_text())
     skipped: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     here = f"airflowless.{package}"
+    parts = _module_name(root, path).split(".")[:-1]  # the package the module is in
     found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                base = f"{here}.{node.module}" if node.module else here
-            elif node.level == 0 and node.module:
+            if node.level > 0:
+                anchor = ".".join(parts[:len(parts) - node.level + 1])
+                base = f"{anchor}.{node.module}" if node.module else anchor
+            elif node.module:
                 base = node.module
             else:
                 continue
@@ -37,14 +44,16 @@ def _imports(root: Path, path: Path, package: str) -> set[str]:
             names = [alias.name for alias in node.names]
         else:
             continue
-        found.update(name for name in names if name.startswith(here + ".") and (root / package /
-                     f"{name.removeprefix(here + '.')}.py").exists())
+        found.update(name for name in names if name.startswith(here + ".")
+                     and (root / Path(*name.split(".")[1:])).with_suffix(".py").exists())
     return found
 
 
 def _cycle(package: str, root: Path = ROOT) -> list[str]:
-    """One import circle among the modules of ``airflowless/<package>``, or [] when there is none."""
-    graph = {f"airflowless.{package}.{p.stem}": _imports(root, p, package) for p in (root / package).glob("*.py")}
+    """One import circle among the modules of ``airflowless/<package>`` and its subpackages, or [] when there is
+    none (``__init__`` modules, which re-export, are left out)."""
+    graph = {_module_name(root, p): _imports(root, p, package) for p in (root / package).rglob("*.py")
+             if p.name != "__init__.py"}
     done: set[str] = set()
 
     def visit(module: str, path: list[str]) -> list[str]:
@@ -73,7 +82,7 @@ CLEAN = ["cli", "datasets", "models", "plots", "progress", "runtime", "serve", "
 @pytest.mark.parametrize("package", CLEAN)
 def test_no_import_circle_inside_the_package(package: str) -> None:
     circle = _cycle(package)
-    assert not circle, "import circle: " + " -> ".join(m.rsplit(".", 1)[1] for m in circle)
+    assert not circle, "import circle: " + " -> ".join(m.removeprefix(f"airflowless.{package}.") for m in circle)
 
 
 def test_the_check_sees_a_lazy_import_circle(tmp_path: Path) -> None:
@@ -83,3 +92,12 @@ def test_the_check_sees_a_lazy_import_circle(tmp_path: Path) -> None:
     (package / "b.py").write_text("def f():\n    from .a import y\n")
     (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import y\n")
     assert _cycle("demo", tmp_path) == ["airflowless.demo.a", "airflowless.demo.b", "airflowless.demo.a"]
+
+
+def test_the_check_sees_a_circle_through_a_subpackage(tmp_path: Path) -> None:
+    package = tmp_path / "demo"
+    (package / "sub").mkdir(parents=True)
+    (package / "top.py").write_text("from .sub.leaf import x\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "leaf.py").write_text("def f():\n    from ..top import y\n")
+    assert _cycle("demo", tmp_path) == ["airflowless.demo.sub.leaf", "airflowless.demo.top", "airflowless.demo.sub.leaf"]

@@ -184,9 +184,9 @@ def _service_metrics(store: Any) -> list[Any]:
                                 "started them and their state", labels=["trigger", "status"])
     for key, count in sorted(by_trigger.items()):
         counted.add_metric(list(key), float(count))
-    from ..store.clock import aware as _aware
+    from ..store.clock import aware
 
-    lags = [(_aware(first_stage[row.id]) - _aware(row.interval_end)).total_seconds()  # type: ignore[operator]
+    lags = [(aware(first_stage[row.id]) - aware(row.interval_end)).total_seconds()  # type: ignore[operator]
             for row in latest if row.id in first_stage and first_stage[row.id] is not None]
     lag = HistogramMetricFamily("airflowless_schedule_lag_seconds", "From a scheduled run's due time to its first "
                                 "stage starting")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._dask_internals import scheduler_identity
+from .._library_internals import uvicorn_bound_port
 from ..errors import ConfigError
 from ..runtime.tls import client_context, with_client_role
 from ..settings import get_settings
@@ -45,7 +46,7 @@ from .controller import (
 from .deployment import Deployment
 from .errors import DeploymentNotFoundError, ServeError
 from .http_options import HTTPOptions
-from .http_server import bound_port, ingress_ssl_context, make_server, run_server
+from .http_server import ingress_ssl_context, make_server, run_server
 from .proxy import RouteTarget, build_app
 from .records import record_models, served_models
 from .replica import Replica, ReplicaSpec
@@ -175,7 +176,7 @@ class ServeRuntime:
                 raise ServeError(f"the HTTP proxy could not listen on {self.host}:{self.port} ({exc}); "
                                  "pick another port with serve.start(http_options={'port': ...})")
             await asyncio.sleep(0.01)
-        self.port = bound_port(self.server)
+        self.port = uvicorn_bound_port(self.server)
         self._tick_task = asyncio.ensure_future(self._tick_loop())
 
     def stop(self) -> None:

@@ -29,7 +29,6 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .._library_internals import uvicorn_bound_port
 from ..errors import ConfigError
 from .heap import freeze_heap
 from .http_options import HTTPOptions
@@ -290,6 +289,3 @@ async def run_server(server: Any) -> None:
                       "(logger 'uvicorn.error' says which)") from None
 
 
-def bound_port(server: Any) -> int:
-    """The port a started ``server`` (from :func:`make_server`) listens on (``port=0`` picks one)."""
-    return uvicorn_bound_port(server)

@@ -35,7 +35,6 @@ __all__ = ["IGNORED", "PREFIX", "pack", "upload", "materialize", "is_submission"
 PREFIX = "submission:"
 IGNORED = (".git", ".hg", ".svn", "__pycache__", "*.pyc", ".venv", "venv", ".mypy_cache", ".ruff_cache",
            ".pytest_cache", ".hypothesis", ".ipynb_checkpoints", "node_modules", ".DS_Store", ".tox")
-_DEFAULT_MAX_MB = 100.0
 
 
 def is_submission(target: str) -> bool:
@@ -76,11 +75,9 @@ def _files(root: Path) -> list[Path]:
 
 
 def _max_bytes() -> int:
-    text = os.environ.get("AIRFLOWLESS_SUBMIT_MAX_MB", str(_DEFAULT_MAX_MB))
-    try:
-        return int(float(text) * 2**20)
-    except ValueError:
-        raise ConfigError(f"AIRFLOWLESS_SUBMIT_MAX_MB is a number of MiB, got {text!r}") from None
+    from ..settings import get_settings
+
+    return int(get_settings().submit_max_mb * 2**20)
 
 
 def pack(root: Path) -> bytes:

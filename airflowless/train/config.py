@@ -61,8 +61,10 @@ class ScalingConfig:
 class CheckpointConfig:
     """Which checkpoints to keep: the best ``num_to_keep`` by a score (and always the latest).
 
-    ``checkpoint_frequency`` and ``checkpoint_at_end`` are for class trainables (``tune.Trainable``):
-    save every that many steps, and after the last one (a step that returns ``done``).
+    ``checkpoint_frequency`` and ``checkpoint_at_end`` are for what saves itself (as in Ray): class
+    trainables (``tune.Trainable``) save every that many steps and after the last one (a step that
+    returns ``done``); the XGBoost and LightGBM trainers every that many rounds (they always save at the
+    end). A TorchTrainer's loop saves what it reports, so they are refused there.
     """
 
     num_to_keep: int | None = None
@@ -75,6 +77,9 @@ class CheckpointConfig:
         if not _is_int(self.checkpoint_frequency) or self.checkpoint_frequency < 0:
             raise ConfigError("CheckpointConfig.checkpoint_frequency must be an integer >= 0 (0: never), "
                               f"got {self.checkpoint_frequency!r}")
+        if self.checkpoint_at_end is not None and not isinstance(self.checkpoint_at_end, bool):
+            raise ConfigError(f"CheckpointConfig.checkpoint_at_end must be True, False or None, "
+                              f"got {self.checkpoint_at_end!r}")
         if self.num_to_keep is not None and (not _is_int(self.num_to_keep) or self.num_to_keep < 1):
             raise ConfigError(f"CheckpointConfig.num_to_keep must be None or an integer >= 1, got {self.num_to_keep!r}")
         if self.checkpoint_score_attribute is not None and not isinstance(self.checkpoint_score_attribute, str):

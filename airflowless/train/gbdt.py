@@ -124,6 +124,7 @@ class GBDTTrainer(BaseTrainer):
     """The shared constructor and validation of the boosting trainers."""
 
     _default_rounds = 10
+    _saves_itself = True
 
     def __init__(self, *, label_column: str, params: dict[str, Any] | None = None,
                  num_boost_round: int | None = None, checkpoint_frequency: int = 0,
@@ -172,7 +173,10 @@ class GBDTTrainer(BaseTrainer):
 
     def _loop_config(self, run: FitRun) -> dict[str, Any]:
         return {"label_column": self.label_column, "params": dict(self.params),
-                "num_boost_round": self.num_boost_round, "checkpoint_frequency": self.checkpoint_frequency,
+                "num_boost_round": self.num_boost_round,
+                # Ray's place for it is RunConfig(checkpoint_config=CheckpointConfig(checkpoint_frequency=))
+                "checkpoint_frequency": self.checkpoint_frequency
+                or self.run_config.checkpoint_config.checkpoint_frequency,
                 "datasets": list(self.datasets), "preprocessor": self.preprocessor,
                 "nthread": max(1, int(self.scaling_config.rank_resources.get("CPU", 1))),
                 "prepared": None if run.prepared_key is None or run.layout is None

@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ClusterError, ConfigError
 from .backends.torch import TorchBackend, torch_device
 from .checkpoint import Checkpoint
 from .config import RunConfig, ScalingConfig
-from .context import NoSessionError, get_context
+from .context import get_context
 from .trainer import DataParallelTrainer
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def prepare_model(model: torch.nn.Module, *, move_to_device: bool = True,
     if get_context().world_size <= 1:
         return model
     if not dist.is_initialized():
-        raise NoSessionError("prepare_model found no torch process group: call it inside a TorchTrainer's "
+        raise ClusterError("prepare_model found no torch process group: call it inside a TorchTrainer's "
                            "train_loop_per_worker")
     kwargs: dict[str, Any] = {"device_ids": [device.index or 0]} if device.type == "cuda" else {}
     return DistributedDataParallel(model, **kwargs, **(ddp_kwargs or {}))

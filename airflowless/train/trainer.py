@@ -74,6 +74,7 @@ class BaseTrainer:
     """What every trainer shares: configs, datasets, preprocessor, fit()."""
 
     _backend: Backend = Backend()
+    _saves_itself = False  # saves checkpoints on its own schedule (CheckpointConfig.checkpoint_frequency applies)
     last_fit_seconds: FitSeconds | dict[str, float] = {}
     """Where the last fit's time went (its :class:`FitRun`'s seconds), for benchmarks and tests."""
 
@@ -99,6 +100,12 @@ class BaseTrainer:
             if not isinstance(ds, Dataset):
                 raise ConfigError(f"datasets[{name!r}] must be an airflowless Dataset, got {type(ds).__name__}; "
                                   "wrap a DataFrame with airflowless.data.from_pandas(df)")
+        saving = self.run_config.checkpoint_config
+        if not self._saves_itself and (saving.checkpoint_frequency or saving.checkpoint_at_end):
+            raise ConfigError(f"{type(self).__name__} saves the checkpoints its loop reports "
+                              "(train.report(metrics, checkpoint=...)); CheckpointConfig's checkpoint_frequency and "
+                              "checkpoint_at_end are for the XGBoost and LightGBM trainers and tune.Trainable. "
+                              "Remove them, and report a checkpoint as often as you want one")
         if self.resume_from_checkpoint is not None and not isinstance(self.resume_from_checkpoint, Checkpoint):
             raise ConfigError(f"resume_from_checkpoint must be a Checkpoint, got {self.resume_from_checkpoint!r}")
 

@@ -49,8 +49,9 @@ def test_both_parsers_hold_a_client_to_the_same_header_limits(parser: str) -> No
     import threading
 
     pytest.importorskip(parser)
+    from airflowless._library_internals import uvicorn_bound_port as bound_port
     from airflowless.serve.http_options import HTTPOptions
-    from airflowless.serve.http_server import bound_port, make_server, run_server
+    from airflowless.serve.http_server import make_server, run_server
     from airflowless.serve.proxy import build_app
 
     options = HTTPOptions(port=0, max_header_bytes=4096, header_timeout_s=0.5, keep_alive_timeout_s=0.5)

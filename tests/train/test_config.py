@@ -24,6 +24,22 @@ from airflowless.train.context import Session, TrainContext, session_scope
 from airflowless.train.placement import check_capacity, choose_workers
 
 
+def _torch_trainer(saving: CheckpointConfig) -> Any:
+    from airflowless.train.torch import TorchTrainer
+
+    return TorchTrainer(lambda config: None, run_config=RunConfig(checkpoint_config=saving))._validate()
+
+
+def test_a_gbdt_trainer_takes_ray_s_checkpoint_frequency_from_its_run_config() -> None:
+    from airflowless.train.trainer import FitRun
+    from airflowless.train.xgboost import XGBoostTrainer
+
+    trainer = XGBoostTrainer(label_column="y", datasets={"train": data.from_pandas(pd.DataFrame({"x": [1], "y": [0]}))},
+                             run_config=RunConfig(checkpoint_config=CheckpointConfig(checkpoint_frequency=3)))
+    trainer._validate()
+    assert trainer._loop_config(FitRun())["checkpoint_frequency"] == 3
+
+
 # -- configs ---------------------------------------------------------------------
 @pytest.mark.parametrize(("build", "message"), [
     (lambda: ScalingConfig(num_workers=0), "num_workers must be an integer >= 1, got 0"),
@@ -42,6 +58,8 @@ from airflowless.train.placement import check_capacity, choose_workers
     (lambda: FailureConfig(max_failures=True), "max_failures must be an integer >= -1, got True"),
     (lambda: CheckpointConfig(num_to_keep=True), "num_to_keep must be None or an integer >= 1, got True"),
     (lambda: CheckpointConfig(checkpoint_score_attribute=3), "checkpoint_score_attribute must be a reported"),
+    (lambda: CheckpointConfig(checkpoint_at_end="yes"), "checkpoint_at_end must be True, False or None, got 'yes'"),
+    (lambda: _torch_trainer(CheckpointConfig(checkpoint_frequency=5)), "TorchTrainer saves the checkpoints its loop"),
 ])
 def test_invalid_config_values_raise_config_error(build: Any, message: str) -> None:
     with pytest.raises(ConfigError) as info:
