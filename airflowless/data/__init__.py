@@ -4,12 +4,13 @@
 >>> ds = data.read_parquet("data/taxi-s").filter(expr=data.col("trip_distance") > 0)  # doctest: +SKIP
 """
 
-from pyarrow.compute import field as col
 
 from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
+from .compute import ActorPoolStrategy, TaskPoolStrategy
 from .context import DataContext
 from .dataset import Dataset
 from .execution.executor import StallError
+from .expressions import col, lit
 from .grouped import GroupedData
 from .read_api import (
     from_arrow,
@@ -25,7 +26,8 @@ from .read_api import (
     read_sql,
 )
 
-__all__ = ["Dataset", "GroupedData", "DataContext", "StallError", "col", "read_parquet", "read_datasource",
+__all__ = ["Dataset", "GroupedData", "DataContext", "StallError", "col", "lit", "ActorPoolStrategy", "TaskPoolStrategy",
+           "read_parquet", "read_datasource",
            "read_csv", "read_json", "read_sql",
            "from_pandas", "from_arrow", "from_numpy", "from_items", "from_dask", "range", "AggregateFn",
            "Count", "Sum", "Min", "Max", "Mean", "Std"]

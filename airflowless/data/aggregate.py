@@ -27,48 +27,79 @@ __all__ = ["AggregateFn", "Count", "Sum", "Min", "Max", "Mean", "Std", "partial_
 
 @dataclass(frozen=True)
 class AggregateFn:
+    """One aggregation: ``on`` a column (Ray's ``alias_name`` is ``alias``).
+
+    ``ignore_nulls`` (Ray's, default True) leaves missing values out; False
+    makes a group's result null when the group has one. ``Count`` counts
+    the rows where ``on`` has a value (all rows without ``on``); with
+    ``ignore_nulls=False`` it counts every row.
+    """
+
     on: str | None = None
     alias: str | None = None
     kind: str = ""
+    ignore_nulls: bool | None = None  # None: the kind's default
 
     @property
     def output_name(self) -> str:
         return self.alias or (f"{self.kind}({self.on})" if self.on else f"{self.kind}()")
 
+    @property
+    def keeps_nulls(self) -> bool:
+        """A missing value makes the result missing (``ignore_nulls=False``, for what is not a count)."""
+        return self.ignore_nulls is False and self.kind != "count"
+
     def _state(self, name: str) -> str:
         return f"__{self.output_name}__{name}"
 
 
+def _init(agg: AggregateFn, on: str | None, alias: str | None, kind: str, alias_name: str | None,
+          ignore_nulls: bool | None) -> None:
+    from ..errors import ConfigError
+
+    if alias is not None and alias_name is not None:
+        raise ConfigError(f"{type(agg).__name__} takes alias= or Ray's alias_name=, not both")
+    if ignore_nulls is not None and not isinstance(ignore_nulls, bool):
+        raise ConfigError(f"ignore_nulls must be True or False, got {ignore_nulls!r}")
+    AggregateFn.__init__(agg, on, alias if alias is not None else alias_name, kind, ignore_nulls)
+
+
 class Count(AggregateFn):
-    def __init__(self, on: str | None = None, alias: str | None = None) -> None:
-        super().__init__(on, alias, "count")
+    def __init__(self, on: str | None = None, alias: str | None = None, *, alias_name: str | None = None,
+                 ignore_nulls: bool | None = None) -> None:
+        _init(self, on, alias, "count", alias_name, ignore_nulls)
 
 
 class Sum(AggregateFn):
-    def __init__(self, on: str, alias: str | None = None) -> None:
-        super().__init__(on, alias, "sum")
+    def __init__(self, on: str, alias: str | None = None, *, alias_name: str | None = None,
+                 ignore_nulls: bool = True) -> None:
+        _init(self, on, alias, "sum", alias_name, ignore_nulls)
 
 
 class Min(AggregateFn):
-    def __init__(self, on: str, alias: str | None = None) -> None:
-        super().__init__(on, alias, "min")
+    def __init__(self, on: str, alias: str | None = None, *, alias_name: str | None = None,
+                 ignore_nulls: bool = True) -> None:
+        _init(self, on, alias, "min", alias_name, ignore_nulls)
 
 
 class Max(AggregateFn):
-    def __init__(self, on: str, alias: str | None = None) -> None:
-        super().__init__(on, alias, "max")
+    def __init__(self, on: str, alias: str | None = None, *, alias_name: str | None = None,
+                 ignore_nulls: bool = True) -> None:
+        _init(self, on, alias, "max", alias_name, ignore_nulls)
 
 
 class Mean(AggregateFn):
-    def __init__(self, on: str, alias: str | None = None) -> None:
-        super().__init__(on, alias, "mean")
+    def __init__(self, on: str, alias: str | None = None, *, alias_name: str | None = None,
+                 ignore_nulls: bool = True) -> None:
+        _init(self, on, alias, "mean", alias_name, ignore_nulls)
 
 
 class Std(AggregateFn):
     """Standard deviation with ``ddof`` (1 by default, like pandas)."""
 
-    def __init__(self, on: str, alias: str | None = None, ddof: int = 1) -> None:
-        super().__init__(on, alias, "std")
+    def __init__(self, on: str, alias: str | None = None, ddof: int = 1, *, alias_name: str | None = None,
+                 ignore_nulls: bool = True) -> None:
+        _init(self, on, alias, "std", alias_name, ignore_nulls)
         object.__setattr__(self, "ddof", ddof)
 
 
@@ -89,9 +120,13 @@ def partial_aggregate(table: pa.Table, keys: tuple[str, ...], aggs: tuple[Aggreg
     specs: list[tuple[Any, ...]] = []
     names: list[str] = []
     for agg in aggs:
+        if agg.keeps_nulls:
+            specs.append((agg.on, "count", pc.CountOptions(mode="only_null")))
+            names.append(agg._state("nulls"))
         if agg.kind == "count":
             column = agg.on if agg.on is not None else (keys[0] if keys else table.column_names[0])
-            specs.append((column, "count", pc.CountOptions(mode="only_valid" if agg.on else "all")))
+            every = agg.on is None or agg.ignore_nulls is False
+            specs.append((column, "count", pc.CountOptions(mode="all" if every else "only_valid")))
             names.append(agg._state("n"))
         elif agg.kind in ("sum", "min", "max"):
             specs.append((agg.on, agg.kind))
@@ -142,6 +177,9 @@ def combine_partials(partials: list[pa.Table], keys: tuple[str, ...], aggs: tupl
             out[agg.output_name] = _per_group(getattr(groups[s(agg.kind)], agg.kind)(), size, None)
         else:
             out[agg.output_name] = _mean_or_std(frame, agg, gid, size)
+        if agg.keeps_nulls:  # a group with a missing value has a missing result (Ray's ignore_nulls=False)
+            nulls = _per_group(groups[s("nulls")].sum(min_count=0), size, 0)
+            out[agg.output_name] = out[agg.output_name].astype(object).where(nulls == 0, None)
     out = out.reset_index()
     if not keys:
         out = out.drop(columns="__all__")

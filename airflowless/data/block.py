@@ -35,6 +35,9 @@ class SchemaMismatchError(AirflowlessError, TypeError):
 
 
 def check_format(batch_format: str) -> str:
+    """``batch_format`` if it is one (Ray's ``"default"`` is ``"numpy"``); ConfigError otherwise."""
+    if batch_format == "default":
+        return "numpy"
     if batch_format not in BATCH_FORMATS:
         raise ConfigError(f"batch_format must be one of {list(BATCH_FORMATS)}, got {batch_format!r}")
     return batch_format
@@ -59,7 +62,7 @@ def to_batch(table: pa.Table, batch_format: str) -> Any:
                     cells[:] = list(tensor)
                     frame[name] = cells
         return frame
-    if batch_format == "numpy":
+    if batch_format in ("numpy", "default"):
         return {name: _column_to_numpy(table.column(name)) for name in table.column_names}
     raise ConfigError(f"batch_format must be one of {list(BATCH_FORMATS)}, got {batch_format!r}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,14 +22,30 @@ from .optimizer import optimize
 from .physical.lowering import lower
 from .transforms import BlockTransform
 
-__all__ = ["iter_blocks", "iter_futures", "map_reduce", "last_execution", "Terminal"]
+__all__ = ["iter_blocks", "iter_futures", "map_reduce", "last_execution", "execution_of", "remember", "Terminal"]
 
 _last: dict[str, Execution] = {}
 _BAR_DELAY_S = 1.0
 
 
 def last_execution() -> Execution | None:
+    """The latest execution of any plan in this process."""
     return _last.get("execution")
+
+
+_by_plan: dict[int, tuple[weakref.ref[LogicalOp], Execution]] = {}  # id(plan) -> its latest execution
+
+
+def execution_of(plan: LogicalOp) -> Execution | None:
+    """The latest execution of ``plan`` itself in this process, or None (a Dataset's ``stats()``)."""
+    entry = _by_plan.get(id(plan))
+    return entry[1] if entry is not None and entry[0]() is plan else None
+
+
+def remember(plan: LogicalOp, ex: Execution) -> None:
+    """Keep ``ex`` as ``plan``'s latest execution, for as long as ``plan`` lives."""
+    key = id(plan)
+    _by_plan[key] = (weakref.ref(plan, lambda _: _by_plan.pop(key, None)), ex)
 
 
 def _progress(total: int | None, desc: str) -> Any:
@@ -53,18 +70,19 @@ def _close(bar: Any, *, failed: bool) -> None:
 
 
 @contextlib.contextmanager
-def _execution() -> Iterator[Execution]:
+def _execution(plan: LogicalOp) -> Iterator[Execution]:
     from ..runtime import cluster_client
 
     with cluster_client() as client:
         ex = Execution(client)
         _last["execution"] = ex
+        remember(plan, ex)
         yield ex
 
 
 def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]:
     """The plan's blocks, fetched to this process in order."""
-    with _execution() as ex:
+    with _execution(plan) as ex:
         physical = lower(optimize(plan))
         bar = _progress(physical.planned_blocks(), desc)
         failed = False
@@ -82,7 +100,7 @@ def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]
 
 def iter_futures(plan: LogicalOp) -> Iterator[tuple[Execution, Any]]:
     """The plan's block futures (finished), left on the cluster."""
-    with _execution() as ex:
+    with _execution(plan) as ex:
         physical = lower(optimize(plan))
         for future in stream(ex, physical, fetch=False):
             yield ex, future
@@ -108,7 +126,7 @@ def map_reduce(plan: LogicalOp, fn: Callable[[pa.Table], Any], name: str) -> lis
     terminal = Terminal(fn, name)
     top = Fused(plan.input, (*plan.transforms, terminal), plan.concurrency, plan.resources) if isinstance(plan, Fused) else (
         MapBlocks(plan, terminal))
-    with _execution() as ex:
+    with _execution(plan) as ex:
         physical = lower(optimize(top))
         results = []
         for future in stream(ex, physical, fetch=False):

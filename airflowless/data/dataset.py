@@ -22,8 +22,10 @@ import pyarrow as pa
 
 from ..errors import ConfigError, UsageError
 from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
-from .block import concat, rebatch, to_batch
-from .consume import iter_blocks, iter_futures, last_execution, map_reduce
+from .block import check_format, concat, rebatch, to_batch
+from .compute import concurrency_bound
+from .consume import execution_of, iter_blocks, iter_futures, map_reduce, remember
+from .expressions import to_arrow
 from .logical import operators as lo
 from .logical.operators import render
 from .stats import DatasetStats, OperatorStats
@@ -67,31 +69,40 @@ class Dataset:
                     fn_args: Sequence[Any] = (), fn_kwargs: dict[str, Any] | None = None,
                     fn_constructor_args: Sequence[Any] = (),
                     fn_constructor_kwargs: dict[str, Any] | None = None,
-                    concurrency: int | None = None, **ray_options: Any) -> Dataset:
+                    concurrency: int | tuple[int, int] | None = None, **ray_options: Any) -> Dataset:
         """``fn(batch) -> batch`` on every batch, one task per block.
 
         A class is constructed once per worker process and kept for later
         blocks (model loading, warm caches); ``concurrency`` bounds how many of
-        this operator's tasks run at once. ``batch_size=None`` gives each call a
-        whole block. ``num_gpus`` (Ray's) makes each task declare that many
+        this operator's tasks run at once (Ray's ``(min, max)`` and
+        ``compute=ActorPoolStrategy(...)`` are bounded by their max, see
+        :mod:`.compute`). ``batch_size=None`` gives each call a whole block.
+        Numpy batches are writable copies where Arrow's would be read-only
+        views (Ray's ``zero_copy_batch=False``, the default); with
+        ``zero_copy_batch=True`` they are views, and writing one is an error
+        that says so. ``num_gpus`` (Ray's) makes each task declare that many
         ``GPU`` resources, so it runs on a GPU worker, where the GPU is device
         0; such a transform is not fused with its CPU neighbours. Ray's
-        ``num_cpus``, ``compute``, ``zero_copy_batch`` and ``memory`` are
-        accepted and ignored: data tasks declare no CPUs, so that they never
-        wait behind training ranks that hold them.
+        ``num_cpus`` and ``memory`` are accepted and ignored: data tasks
+        declare no CPUs, so that they never wait behind training ranks that
+        hold them.
         """
         unknown = set(ray_options) - {"num_cpus", "num_gpus", "compute", "zero_copy_batch", "memory"}
         if unknown:
             raise UsageError(f"map_batches got unknown argument(s) {sorted(unknown)}; it takes fn, batch_size, "
                             "batch_format, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs, "
-                            "concurrency, num_gpus (Ray's num_cpus/compute/zero_copy_batch/memory are accepted "
-                            "and ignored)")
+                            "concurrency, compute, zero_copy_batch, num_gpus (Ray's num_cpus and memory are "
+                            "accepted and ignored)")
+        concurrency = concurrency_bound(concurrency, ray_options.get("compute"))
         gpus = ray_options.get("num_gpus") or 0
         if isinstance(gpus, bool) or not isinstance(gpus, int | float) or gpus < 0:
             raise ConfigError(f"map_batches(num_gpus=...) must be a number >= 0, got {gpus!r}")
-        transform = MapBatchesFn(fn, batch_size, batch_format, tuple(fn_args), dict(fn_kwargs or {}),
+        zero_copy = ray_options.get("zero_copy_batch", False)
+        if not isinstance(zero_copy, bool):
+            raise ConfigError(f"map_batches(zero_copy_batch=...) is True or False, got {zero_copy!r}")
+        transform = MapBatchesFn(fn, batch_size, check_format(batch_format), tuple(fn_args), dict(fn_kwargs or {}),
                                  tuple(fn_constructor_args), dict(fn_constructor_kwargs or {}),
-                                 instance_key=uuid.uuid4().hex)
+                                 instance_key=uuid.uuid4().hex, zero_copy_batch=zero_copy)
         if gpus:
             return Dataset(lo.MapBlocks(self._plan, transform, concurrency, (("GPU", float(gpus)),)))
         return self._then(transform, concurrency)
@@ -104,15 +115,16 @@ class Dataset:
         return self._then(FlatMapFn(fn))
 
     def filter(self, fn: Callable[[dict[str, Any]], bool] | None = None, *, expr: Any = None) -> Dataset:
-        """Rows where ``fn(row)`` is true, or where ``expr`` (e.g. ``col("x") > 0``) holds.
+        """Rows where ``fn(row)`` is true, or where ``expr`` holds: ``col("x") % 2 == 0``, or Ray's text form
+        ``"x > 0 and y in [1, 2]"`` (:mod:`.expressions`).
 
-        Expressions are pushed into parquet reads (row groups skipped by statistics).
+        Expressions run vectorised in Arrow and are pushed into parquet reads (row groups skipped by statistics).
         """
         if (fn is None) == (expr is None):
             raise ConfigError("filter takes either a row function or expr=..., e.g. expr=col('x') > 0")
         if fn is not None and not callable(fn):
             expr, fn = fn, None  # filter(col("x") > 0) works too
-        return self._then(FilterFn(fn=fn, expr=expr))
+        return self._then(FilterFn(fn=fn, expr=None if expr is None else to_arrow(expr)))
 
     def add_column(self, name: str, fn: Callable[[Any], Any], *, batch_format: str = "pandas") -> Dataset:
         return self._then(AddColumnFn(name, fn, batch_format))
@@ -184,9 +196,25 @@ class Dataset:
         """Columns of both side by side, row by row (same row counts); clashing names get ``_1``."""
         return Dataset(lo.Zip(self._plan, other._plan))
 
-    def join(self, other: Dataset, on: str | Sequence[str], *, how: str = "inner",
-             right_on: str | Sequence[str] | None = None, num_blocks: int | None = None) -> Dataset:
-        """Rows of both matched on key columns; ``how`` is inner, left, right or outer."""
+    def join(self, other: Dataset, on: str | Sequence[str] = ("id",), *, how: str | None = None,
+             right_on: str | Sequence[str] | None = None, num_blocks: int | None = None,
+             join_type: str | None = None, num_partitions: int | None = None) -> Dataset:
+        """Rows of both matched on key columns; ``how`` is inner, left, right or outer.
+
+        Ray's signature works too: ``join(ds, join_type="left_outer", on=("id",), right_on=("key",),
+        num_partitions=8)`` (``inner``, ``left_outer``, ``right_outer``, ``full_outer``).
+        """
+        if join_type is not None:
+            if how is not None:
+                raise ConfigError("join takes how= or Ray's join_type=, not both")
+            if join_type not in _RAY_JOIN_TYPES:
+                raise ConfigError(f"join_type must be one of {sorted(_RAY_JOIN_TYPES)}, got {join_type!r}")
+            how = _RAY_JOIN_TYPES[join_type]
+        if num_partitions is not None:
+            if num_blocks is not None:
+                raise ConfigError("join takes num_blocks= or Ray's num_partitions=, not both")
+            num_blocks = num_partitions
+        how = how or "inner"
         if how not in ("inner", "left", "right", "outer"):
             raise ConfigError(f"join how must be inner, left, right or outer, got {how!r}")
         keys = (on,) if isinstance(on, str) else tuple(on)
@@ -198,10 +226,15 @@ class Dataset:
         """Run the plan now and keep the blocks on the cluster."""
         blocks: list[Any] = []
         rows: list[int] = []
+        ran = None
         for ex, future in iter_futures(self._plan):
             blocks.append(future)
             rows.append(ex.rows(future))
-        return Dataset(lo.FromBlocks(tuple(blocks), tuple(rows), "Materialized"))
+            ran = ex
+        materialized = Dataset(lo.FromBlocks(tuple(blocks), tuple(rows), "Materialized"))
+        if ran is not None:  # its stats() are those of the run that made it
+            remember(materialized._plan, ran)
+        return materialized
 
     def train_test_split(self, test_size: float | int, *, shuffle: bool = False,
                          seed: int | None = None) -> tuple[Dataset, Dataset]:
@@ -328,6 +361,21 @@ class Dataset:
     def count(self) -> int:
         return int(sum(map_reduce(self._plan, lambda t: t.num_rows, "Count")))
 
+    def size_bytes(self) -> int:
+        """The bytes of all blocks in memory (Arrow buffers), summed where the blocks are (runs the plan)."""
+        return int(sum(map_reduce(self._plan, lambda t: t.nbytes, "SizeBytes")))
+
+    def input_files(self) -> list[str]:
+        """The files this Dataset reads, from its plan (no data is read); ``[]`` for data made in memory."""
+        files: list[str] = []
+        pending = [self._plan]
+        while pending:
+            plan = pending.pop()
+            if isinstance(plan, lo.Read):
+                files += [str(f) for f in getattr(plan.source, "files", ()) if str(f) not in files]
+            pending += reversed(plan.inputs)
+        return files
+
     def schema(self) -> pa.Schema:
         plan = self._plan
         if isinstance(plan, lo.Read) and plan.columns is None and plan.source.schema() is not None:
@@ -346,20 +394,20 @@ class Dataset:
         row = tables[0].to_pylist()[0] if tables and tables[0].num_rows else {}
         return {a.output_name: row.get(a.output_name) for a in aggs}
 
-    def sum(self, on: str) -> Any:
-        return self.aggregate(Sum(on))[f"sum({on})"]
+    def sum(self, on: str, ignore_nulls: bool = True) -> Any:
+        return self.aggregate(Sum(on, ignore_nulls=ignore_nulls))[f"sum({on})"]
 
-    def min(self, on: str) -> Any:
-        return self.aggregate(Min(on))[f"min({on})"]
+    def min(self, on: str, ignore_nulls: bool = True) -> Any:
+        return self.aggregate(Min(on, ignore_nulls=ignore_nulls))[f"min({on})"]
 
-    def max(self, on: str) -> Any:
-        return self.aggregate(Max(on))[f"max({on})"]
+    def max(self, on: str, ignore_nulls: bool = True) -> Any:
+        return self.aggregate(Max(on, ignore_nulls=ignore_nulls))[f"max({on})"]
 
-    def mean(self, on: str) -> Any:
-        return self.aggregate(Mean(on))[f"mean({on})"]
+    def mean(self, on: str, ignore_nulls: bool = True) -> Any:
+        return self.aggregate(Mean(on, ignore_nulls=ignore_nulls))[f"mean({on})"]
 
-    def std(self, on: str, ddof: int = 1) -> Any:
-        return self.aggregate(Std(on, ddof=ddof))[f"std({on})"]
+    def std(self, on: str, ddof: int = 1, ignore_nulls: bool = True) -> Any:
+        return self.aggregate(Std(on, ddof=ddof, ignore_nulls=ignore_nulls))[f"std({on})"]
 
     def unique(self, column: str) -> list[Any]:
         grouped = concat(list(iter_blocks(lo.Aggregate(self._plan, (column,), (Count(),)))))
@@ -396,7 +444,7 @@ class Dataset:
         from .physical.lowering import lower
 
         sink.prepare()
-        with _execution() as ex:
+        with _execution(self._plan) as ex:
             writes: list[Any] = []
             for future in stream(ex, lower(optimize(self._plan)), fetch=False):
                 writes.append(ex.client.submit(sink.write, future, len(writes), pure=False,
@@ -419,11 +467,12 @@ class Dataset:
         return text
 
     def stats(self) -> DatasetStats:
-        """Per-operator tasks, blocks, rows, bytes and time of the last execution in this process.
+        """Per-operator tasks, blocks, rows, bytes and time of this Dataset's latest execution in this process
+        (as Ray's, it runs nothing: before the Dataset ran, it says so).
 
         A ``str`` (print it for the table) whose ``.plot()`` charts time and rows per operator.
         """
-        ex = last_execution()
+        ex = execution_of(self._plan)
         if ex is None:
             return DatasetStats.empty()
         return DatasetStats.of([OperatorStats(s.name, s.tasks, s.blocks, s.rows, s.bytes, s.wall_s)
@@ -441,6 +490,9 @@ class Dataset:
         import cloudpickle
 
         return hashlib.sha256(cloudpickle.dumps(self._plan)).hexdigest()
+
+
+_RAY_JOIN_TYPES = {"inner": "inner", "left_outer": "left", "right_outer": "right", "full_outer": "outer"}
 
 
 def _new_seed() -> int:

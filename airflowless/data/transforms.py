@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import AirflowlessError, ConfigError, UsageError
@@ -77,6 +78,7 @@ class MapBatchesFn(BlockTransform):
     fn_constructor_args: tuple[Any, ...] = ()
     fn_constructor_kwargs: dict[str, Any] = field(default_factory=dict)
     instance_key: str = ""
+    zero_copy_batch: bool = False  # numpy batches as Arrow's read-only views, not writable copies
 
     def __post_init__(self) -> None:
         check_format(self.batch_format)
@@ -107,11 +109,26 @@ class MapBatchesFn(BlockTransform):
         fn = self._callable()
         size = self.batch_size or max(table.num_rows, 1)
         outputs = []
+        writable = self.batch_format == "numpy" and not self.zero_copy_batch
         for start in range(0, max(table.num_rows, 1), size):
             batch = to_batch(table.slice(start, size), self.batch_format)
-            result = _call_user(self.name, fn, batch, *self.fn_args, **self.fn_kwargs)
+            if writable:
+                batch = {name: _writable(values) for name, values in batch.items()}
+            try:
+                result = _call_user(self.name, fn, batch, *self.fn_args, **self.fn_kwargs)
+            except UserCodeError as exc:
+                if self.zero_copy_batch and "read-only" in str(exc):
+                    raise UserCodeError(f"{exc}: with zero_copy_batch=True the batch's arrays are read-only views "
+                                        "of the data; copy an array before writing to it, or leave "
+                                        "zero_copy_batch False") from exc.__cause__
+                raise
             outputs.append(from_batch(result, where=self.name))
         return concat(outputs)
+
+
+def _writable(values: Any) -> Any:
+    """``values``, copied if it is a read-only numpy array (a view of Arrow's memory)."""
+    return values.copy() if isinstance(values, np.ndarray) and not values.flags.writeable else values
 
 
 @dataclass(frozen=True, eq=False)

@@ -94,6 +94,9 @@ def steps(columns: frozenset[str]) -> st.SearchStrategy[Step]:
                                               lambda f: f[f["k"] == c])),
         st.just(Step("filter(row y even)", lambda d: d.filter(lambda r: r["y"] % 2 == 0),
                      lambda f: f[f["y"] % 2 == 0])),
+        st.integers(0, 2).map(lambda c: Step(f"filter(expr='y % 3 == {c} or k > 1')",  # Ray's text form
+                                             lambda d: d.filter(expr=f"y % 3 == {c} or k > 1"),
+                                             lambda f: f[(f["y"] % 3 == c) | (f["k"] > 1)])),
         st.just(Step("map_batches(pandas y+1)", lambda d: d.map_batches(_add_one, batch_format="pandas"),
                      _add_one)),
         st.just(Step("map_batches(numpy y*2)", lambda d: d.map_batches(_double_y, batch_size=3),

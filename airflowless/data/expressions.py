@@ -1,0 +1,298 @@
+"""Column expressions for ``filter(expr=...)`` and reads: ``col("x") > 0``, or Ray's string form ``"x > 0"``.
+
+An :class:`Expr` wraps a pyarrow compute expression, so it is pushed into
+parquet reads and evaluated by Arrow, vectorised. It adds what pyarrow's own
+expressions lack and Ray's have: ``%`` and ``//`` (floored, as in Python),
+and parsing from text.
+
+>>> import pyarrow as pa
+>>> table = pa.table({"id": [0, 1, 2, 3, 4, 5], "name": ["a", "b", "c", "d", "e", "f"]})
+>>> table.filter(to_arrow(col("id") % 2 == 0))["id"].to_pylist()
+[0, 2, 4]
+>>> table.filter(to_arrow("id <= 4 and not (name in ['b', 'c'])"))["id"].to_pylist()
+[0, 3, 4]
+
+The text form is a Python expression over column names and literals:
+comparisons (chained ones too), ``and``/``or``/``not``, ``+ - * / // %``,
+``x in [...]`` / ``not in``, ``x is None`` / ``is not None``. It is parsed
+with :mod:`ast` and translated node by node, never evaluated as Python; any
+other construct is a :class:`~airflowless.errors.ConfigError` naming it.
+A column whose name is not a Python identifier is written ``col("a b")``.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ConfigError
+
+__all__ = ["Expr", "col", "lit", "parse", "to_arrow"]
+
+
+def _arrow(value: Any) -> Any:
+    return value.arrow if isinstance(value, Expr) else value
+
+
+def _floordiv(left: Any, right: Any) -> Any:
+    return pc.floor(pc.divide(_float(left), right))
+
+
+def _mod(left: Any, right: Any) -> Any:
+    return pc.subtract(left, pc.multiply(_floordiv(left, right), right))
+
+
+def _float(value: Any) -> Any:
+    return value.cast(pa.float64()) if isinstance(value, pc.Expression) else float(value)
+
+
+class Expr:
+    """A column expression (see the module); combine with operators, pass to ``filter(expr=...)``."""
+
+    __slots__ = ("arrow",)
+
+    def __init__(self, arrow: pc.Expression) -> None:
+        self.arrow = arrow
+
+    def _op(self, fn: Callable[[Any, Any], Any], other: Any, reflected: bool = False) -> Expr:
+        left, right = (_arrow(other), self.arrow) if reflected else (self.arrow, _arrow(other))
+        return Expr(fn(left, right))
+
+    def __eq__(self, other: Any) -> Expr:  # type: ignore[override]
+        return self._op(operator.eq, other)
+
+    def __ne__(self, other: Any) -> Expr:  # type: ignore[override]
+        return self._op(operator.ne, other)
+
+    def __lt__(self, other: Any) -> Expr:
+        return self._op(operator.lt, other)
+
+    def __le__(self, other: Any) -> Expr:
+        return self._op(operator.le, other)
+
+    def __gt__(self, other: Any) -> Expr:
+        return self._op(operator.gt, other)
+
+    def __ge__(self, other: Any) -> Expr:
+        return self._op(operator.ge, other)
+
+    def __add__(self, other: Any) -> Expr:
+        return self._op(operator.add, other)
+
+    def __radd__(self, other: Any) -> Expr:
+        return self._op(operator.add, other, True)
+
+    def __sub__(self, other: Any) -> Expr:
+        return self._op(operator.sub, other)
+
+    def __rsub__(self, other: Any) -> Expr:
+        return self._op(operator.sub, other, True)
+
+    def __mul__(self, other: Any) -> Expr:
+        return self._op(operator.mul, other)
+
+    def __rmul__(self, other: Any) -> Expr:
+        return self._op(operator.mul, other, True)
+
+    def __truediv__(self, other: Any) -> Expr:
+        return self._op(lambda a, b: pc.divide(_float(a), b), other)
+
+    def __rtruediv__(self, other: Any) -> Expr:
+        return self._op(lambda a, b: pc.divide(_float(a), b), other, True)
+
+    def __floordiv__(self, other: Any) -> Expr:
+        return self._op(_floordiv, other)
+
+    def __rfloordiv__(self, other: Any) -> Expr:
+        return self._op(_floordiv, other, True)
+
+    def __mod__(self, other: Any) -> Expr:
+        return self._op(_mod, other)
+
+    def __rmod__(self, other: Any) -> Expr:
+        return self._op(_mod, other, True)
+
+    def __neg__(self) -> Expr:
+        return Expr(pc.negate(self.arrow))
+
+    def __and__(self, other: Any) -> Expr:
+        return self._op(operator.and_, other)
+
+    def __rand__(self, other: Any) -> Expr:
+        return self._op(operator.and_, other, True)
+
+    def __or__(self, other: Any) -> Expr:
+        return self._op(operator.or_, other)
+
+    def __ror__(self, other: Any) -> Expr:
+        return self._op(operator.or_, other, True)
+
+    def __invert__(self) -> Expr:
+        return Expr(~self.arrow)
+
+    def __bool__(self) -> bool:
+        raise ConfigError("a column expression has no truth value here: combine conditions with & | ~ "
+                          "(not and/or/not), or write the whole condition as text: expr=\"x > 0 and y < 1\"")
+
+    def __hash__(self) -> int:
+        return hash(str(self.arrow))
+
+    def is_in(self, values: Any) -> Expr:
+        return Expr(self.arrow.isin(list(values)))
+
+    isin = is_in
+
+    def is_null(self) -> Expr:
+        return Expr(self.arrow.is_null())
+
+    def is_not_null(self) -> Expr:
+        return Expr(self.arrow.is_valid())
+
+    is_valid = is_not_null
+
+    def __getattr__(self, name: str) -> Any:  # the rest of pyarrow's Expression (cast, ...), kept as Expr
+        attribute = getattr(self.arrow, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = attribute(*[_arrow(a) for a in args], **kwargs)
+            return Expr(result) if isinstance(result, pc.Expression) else result
+        return call
+
+    def __getstate__(self) -> pc.Expression:
+        return self.arrow
+
+    def __setstate__(self, state: pc.Expression) -> None:
+        self.arrow = state
+
+    def __repr__(self) -> str:
+        return str(self.arrow)
+
+
+def col(name: str) -> Expr:
+    """The column ``name``."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"col() takes a column name, got {name!r}")
+    return Expr(pc.field(name))
+
+
+def lit(value: Any) -> Expr:
+    """A literal value."""
+    return Expr(pc.scalar(value))
+
+
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge}
+_ARITHMETIC: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_HELP = ("comparisons, and/or/not, + - * / // %, `in [...]`, `is None`, column names and literals, "
+         "e.g. \"trip_distance > 0 and passenger_count in [1, 2]\"")
+
+
+def parse(text: str) -> Expr:
+    """The expression ``text`` describes (see the module); :class:`ConfigError` for anything else."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ConfigError(f"filter(expr={text!r}) is not an expression ({exc.msg}); write {_HELP}") from None
+    result = _node(tree.body, text)
+    if not isinstance(result, Expr):
+        raise ConfigError(f"filter(expr={text!r}) names no column; write {_HELP}")
+    return result
+
+
+def _literal(node: ast.expr, text: str) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, int | float):
+        return -node.operand.value
+    raise ConfigError(f"filter(expr={text!r}): `in` takes a list of literals, got {ast.unparse(node)!r}")
+
+
+def _node(node: ast.expr, text: str) -> Any:
+    if isinstance(node, ast.Name):
+        return col(node.id)
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.BoolOp):
+        values = [_condition(_node(v, text), text) for v in node.values]
+        combined = values[0]
+        for value in values[1:]:
+            combined = combined & value if isinstance(node.op, ast.And) else combined | value
+        return combined
+    if isinstance(node, ast.UnaryOp):
+        operand = _node(node.operand, text)
+        if isinstance(node.op, ast.Not):
+            return ~_condition(operand, text)
+        if isinstance(node.op, ast.USub):
+            return -operand
+        if isinstance(node.op, ast.UAdd):
+            return operand
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_node(node.left, text), _node(node.right, text))
+    if isinstance(node, ast.Compare):
+        return _compare(node, text)
+    raise ConfigError(f"filter(expr={text!r}) cannot use {ast.unparse(node)!r} ({type(node).__name__}); "
+                      f"write {_HELP}")
+
+
+def _compare(node: ast.Compare, text: str) -> Expr:
+    parts: list[Expr] = []
+    left = _node(node.left, text)
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
+        if isinstance(op, ast.In | ast.NotIn):
+            if not isinstance(right_node, ast.List | ast.Tuple | ast.Set):
+                raise ConfigError(f"filter(expr={text!r}): `in` takes a list, e.g. x in [1, 2]")
+            found = _expr(left, text).is_in([_literal(e, text) for e in right_node.elts])
+            parts.append(~found if isinstance(op, ast.NotIn) else found)
+            right: Any = None
+        elif isinstance(op, ast.Is | ast.IsNot):
+            if not (isinstance(right_node, ast.Constant) and right_node.value is None):
+                raise ConfigError(f"filter(expr={text!r}): `is` compares with None only")
+            missing = _expr(left, text).is_null()
+            parts.append(~missing if isinstance(op, ast.IsNot) else missing)
+            right = None
+        else:
+            right = _node(right_node, text)
+            if not isinstance(left, Expr) and not isinstance(right, Expr):
+                raise ConfigError(f"filter(expr={text!r}) compares two literals; name a column")
+            compare = _COMPARE[type(op)]
+            parts.append(compare(left, right) if isinstance(left, Expr) else Expr(compare(pc.scalar(left), right.arrow)))
+        left = right
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined & part
+    return combined
+
+
+def _expr(value: Any, text: str) -> Expr:
+    if not isinstance(value, Expr):
+        raise ConfigError(f"filter(expr={text!r}): `in` and `is` need a column on their left")
+    return value
+
+
+def _condition(value: Any, text: str) -> Expr:
+    if not isinstance(value, Expr):
+        raise ConfigError(f"filter(expr={text!r}): and/or/not combine conditions, got the literal {value!r}")
+    return value
+
+
+def to_arrow(expr: Any) -> pc.Expression:
+    """A pyarrow expression from an :class:`Expr`, a pyarrow expression or Ray's text form."""
+    if isinstance(expr, str):
+        return parse(expr).arrow
+    if isinstance(expr, Expr):
+        return expr.arrow
+    if isinstance(expr, pc.Expression):
+        return expr
+    raise ConfigError(f"expected a column expression such as col('x') > 0 or the text \"x > 0\", "
+                      f"got {type(expr).__name__}")
