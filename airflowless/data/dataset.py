@@ -21,8 +21,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import ConfigError, UsageError
+from . import batches
 from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
-from .block import check_format, concat, rebatch, to_batch
+from .block import check_format, concat, to_batch
 from .compute import concurrency_bound
 from .consume import execution_of, iter_blocks, iter_futures, map_reduce, remember
 from .expressions import to_arrow
@@ -294,24 +295,31 @@ class Dataset:
         return iter_blocks(self._plan)
 
     def iter_batches(self, *, batch_size: int | None = 256, batch_format: str = "numpy",
-                     drop_last: bool = False, prefetch_batches: int = 1) -> Iterator[Any]:
-        """Batches of ``batch_size`` rows (across block boundaries), in order."""
-        for table in rebatch(iter_blocks(self._plan), batch_size, drop_last=drop_last):
-            yield to_batch(table, batch_format)
+                     drop_last: bool = False, prefetch_batches: int = 1,
+                     local_shuffle_buffer_size: int | None = None,
+                     local_shuffle_seed: int | None = None) -> Iterator[Any]:
+        """Batches of ``batch_size`` rows (across block boundaries), in order, or drawn at random from a
+        buffer of ``local_shuffle_buffer_size`` rows (:mod:`.batches`). ``prefetch_batches`` is Ray's and
+        is accepted: the executor's window of blocks in flight is the prefetching."""
+        yield from batches.iter_batches(iter_blocks(self._plan), batch_size=batch_size, batch_format=batch_format,
+                                        drop_last=drop_last, local_shuffle_buffer_size=local_shuffle_buffer_size,
+                                        local_shuffle_seed=local_shuffle_seed)
 
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         for table in iter_blocks(self._plan):
             yield from table.to_pylist()
 
     def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None,
-                           device: str = "cpu", drop_last: bool = False) -> Iterator[dict[str, Any]]:
-        """Batches as dicts of torch tensors."""
-        import numpy as np
-        import torch
-
-        for batch in self.iter_batches(batch_size=batch_size, batch_format="numpy", drop_last=drop_last):
-            yield {k: torch.as_tensor(np.require(v, requirements='W'), dtype=dtypes.get(k) if isinstance(dtypes, dict) else dtypes, device=device)
-                   for k, v in batch.items()}
+                           device: str | None = None, drop_last: bool = False,
+                           collate_fn: Callable[[dict[str, Any]], Any] | None = None, prefetch_batches: int = 1,
+                           local_shuffle_buffer_size: int | None = None,
+                           local_shuffle_seed: int | None = None) -> Iterator[Any]:
+        """Batches as dicts of torch tensors, or what ``collate_fn(numpy_batch)`` makes of them."""
+        yield from batches.iter_torch_batches(
+            self.iter_batches(batch_size=batch_size, drop_last=drop_last,
+                              local_shuffle_buffer_size=local_shuffle_buffer_size,
+                              local_shuffle_seed=local_shuffle_seed),
+            dtypes=dtypes, device=device, collate_fn=collate_fn)
 
     def take(self, limit: int = 20) -> list[dict[str, Any]]:
         return list(itertools.islice(Dataset(lo.Limit(self._plan, limit)).iter_rows(), limit))

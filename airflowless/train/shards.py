@@ -6,14 +6,15 @@ fetched from the workers holding them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from .._dask_internals import inform_scheduler_of_futures
-from ..data.block import concat, rebatch, to_batch
+from ..data import batches
+from ..data.block import concat
 
 __all__ = ["DataShard"]
 
@@ -54,18 +55,29 @@ class DataShard:
                 yield local[key] if key in local else fetched[key]
 
     def iter_batches(self, *, batch_size: int | None = 256, batch_format: str = "numpy",
-                     drop_last: bool = False) -> Iterator[Any]:
-        for table in rebatch(self._tables(), batch_size, drop_last=drop_last):
-            yield to_batch(table, batch_format)
+                     drop_last: bool = False, prefetch_batches: int = 1,
+                     local_shuffle_buffer_size: int | None = None,
+                     local_shuffle_seed: int | None = None) -> Iterator[Any]:
+        """As :meth:`~airflowless.data.Dataset.iter_batches` (``prefetch_batches``: blocks are fetched four
+        at a time)."""
+        yield from batches.iter_batches(self._tables(), batch_size=batch_size, batch_format=batch_format,
+                                        drop_last=drop_last, local_shuffle_buffer_size=local_shuffle_buffer_size,
+                                        local_shuffle_seed=local_shuffle_seed)
 
-    def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None, device: str = "cpu",
-                           drop_last: bool = False) -> Iterator[dict[str, Any]]:
-        import numpy as np
-        import torch
+    def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None, device: str | None = None,
+                           drop_last: bool = False, collate_fn: Callable[[dict[str, Any]], Any] | None = None,
+                           prefetch_batches: int = 1, local_shuffle_buffer_size: int | None = None,
+                           local_shuffle_seed: int | None = None) -> Iterator[Any]:
+        """As :meth:`~airflowless.data.Dataset.iter_torch_batches`."""
+        yield from batches.iter_torch_batches(
+            self.iter_batches(batch_size=batch_size, drop_last=drop_last,
+                              local_shuffle_buffer_size=local_shuffle_buffer_size,
+                              local_shuffle_seed=local_shuffle_seed),
+            dtypes=dtypes, device=device, collate_fn=collate_fn)
 
-        for batch in self.iter_batches(batch_size=batch_size, batch_format="numpy", drop_last=drop_last):
-            yield {k: torch.as_tensor(np.require(v, requirements='W'), dtype=dtypes.get(k) if isinstance(dtypes, dict) else dtypes, device=device)
-                   for k, v in batch.items()}
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        for table in self._tables():
+            yield from table.to_pylist()
 
     def to_arrow(self) -> pa.Table:
         return concat(list(self._tables()))

@@ -87,3 +87,37 @@ def test_map_batches_concurrency_ranges_and_batch_formats() -> None:
         list(range(1, 21))
     with pytest.raises(UserCodeError, match="zero_copy_batch=True the batch's arrays are read-only"):
         ds.map_batches(write_in_place, zero_copy_batch=True).take_all()
+
+
+def test_iter_batches_with_a_local_shuffle_buffer_and_a_collate_fn() -> None:
+    ds = data.range(100, parallelism=4)
+    in_order = [b["id"].tolist() for b in ds.iter_batches(batch_size=10)]
+    mixed = [b["id"].tolist() for b in ds.iter_batches(batch_size=10, local_shuffle_buffer_size=30,
+                                                        local_shuffle_seed=1, prefetch_batches=4)]
+    assert sorted(x for b in mixed for x in b) == list(range(100)) and mixed != in_order
+    assert all(len(b) == 10 for b in mixed)
+    again = [b["id"].tolist() for b in ds.iter_batches(batch_size=10, local_shuffle_buffer_size=30,
+                                                       local_shuffle_seed=1)]
+    assert again == mixed  # a seed fixes the draws
+    collated = list(ds.iter_torch_batches(batch_size=25, collate_fn=lambda b: float(b["id"].sum())))
+    assert collated == [300.0, 925.0, 1550.0, 2175.0]
+    with pytest.raises(ConfigError, match="collate_fn= or dtypes="):
+        next(iter(ds.iter_torch_batches(collate_fn=lambda b: b, device="cuda")))
+
+
+def test_a_training_shard_iterates_rows_and_shuffled_torch_batches() -> None:
+    from airflowless import train
+    from airflowless.train import ScalingConfig
+    from airflowless.train.torch import TorchTrainer
+
+    def loop(config: dict) -> None:
+        shard = train.get_dataset_shard("train")
+        rows = sum(1 for _ in shard.iter_rows())
+        seen = [int(x) for batch in shard.iter_torch_batches(batch_size=8, local_shuffle_buffer_size=16,
+                                                             collate_fn=lambda b: b["id"].tolist())
+                for x in batch]
+        train.report({"rows": rows, "sum": sum(seen), "shuffled": seen != sorted(seen)})
+
+    result = TorchTrainer(loop, scaling_config=ScalingConfig(num_workers=1),
+                          datasets={"train": data.range(64, parallelism=4)}).fit()
+    assert result.metrics["rows"] == 64 and result.metrics["sum"] == sum(range(64)) and result.metrics["shuffled"]

@@ -1,0 +1,77 @@
+"""Iterating a Dataset or a training shard in batches: the options Ray's ``iter_batches`` and
+``iter_torch_batches`` take, for both (one implementation, so the two cannot drift apart).
+
+``local_shuffle_buffer_size=n`` (Ray's) fills a buffer of at least ``n`` rows
+and draws each batch at random from it, so rows are mixed across block
+boundaries without a full shuffle; ``local_shuffle_seed=`` fixes the draws.
+``collate_fn`` turns each numpy batch into what a training step takes.
+
+>>> import pyarrow as pa
+>>> tables = iter([pa.table({"x": list(range(0, 5))}), pa.table({"x": list(range(5, 10))})])
+>>> sorted(x for b in iter_batches(tables, batch_size=4, local_shuffle_buffer_size=6, local_shuffle_seed=0)
+...        for x in b["x"].tolist())
+[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ConfigError
+from .block import check_format, concat, rebatch, to_batch
+
+__all__ = ["iter_batches", "iter_torch_batches"]
+
+
+def iter_batches(tables: Iterator[pa.Table], *, batch_size: int | None = 256, batch_format: str = "numpy",
+                 drop_last: bool = False, local_shuffle_buffer_size: int | None = None,
+                 local_shuffle_seed: int | None = None) -> Iterator[Any]:
+    """``tables`` re-cut into batches of ``batch_size`` rows in ``batch_format`` (see the module)."""
+    batch_format = check_format(batch_format)
+    if local_shuffle_buffer_size is not None:
+        if isinstance(local_shuffle_buffer_size, bool) or not isinstance(local_shuffle_buffer_size, int) \
+                or local_shuffle_buffer_size < 1:
+            raise ConfigError(f"local_shuffle_buffer_size is a number of rows >= 1, got {local_shuffle_buffer_size!r}")
+        if batch_size is None:
+            raise ConfigError("local_shuffle_buffer_size needs a batch_size (rows are drawn into batches of it)")
+        tables = _shuffled(tables, batch_size, local_shuffle_buffer_size, np.random.default_rng(local_shuffle_seed))
+    for table in rebatch(tables, batch_size, drop_last=drop_last):
+        yield to_batch(table, batch_format)
+
+
+def _shuffled(tables: Iterator[pa.Table], batch_size: int, buffer_size: int,
+              rng: np.random.Generator) -> Iterator[pa.Table]:
+    """Batches of ``batch_size`` rows drawn at random from a buffer kept at ``buffer_size`` rows or more."""
+    buffer = None
+    for table in tables:
+        buffer = table if buffer is None else concat([buffer, table])
+        while buffer.num_rows >= buffer_size + batch_size:
+            order = rng.permutation(buffer.num_rows)
+            yield buffer.take(pa.array(order[:batch_size]))
+            buffer = buffer.take(pa.array(np.sort(order[batch_size:])))
+    if buffer is not None and buffer.num_rows:
+        yield buffer.take(pa.array(rng.permutation(buffer.num_rows)))  # the rest, in a random order
+
+
+def iter_torch_batches(batches: Iterator[dict[str, np.ndarray]], *, dtypes: Any = None, device: str | None = None,
+                       collate_fn: Callable[[dict[str, np.ndarray]], Any] | None = None) -> Iterator[Any]:
+    """Numpy ``batches`` as dicts of torch tensors (``dtypes``: one dtype or one per column), or as
+    ``collate_fn(batch)`` returns them (Ray's: then ``dtypes`` and ``device`` are yours to apply)."""
+    if collate_fn is not None:
+        if dtypes is not None or device not in (None, "cpu"):
+            raise ConfigError("iter_torch_batches takes collate_fn= or dtypes=/device=, not both: the collate "
+                              "function makes the tensors, so it sets their types and device")
+        for batch in batches:
+            yield collate_fn(batch)
+        return
+    import torch
+
+    for batch in batches:
+        yield {name: torch.as_tensor(np.require(values, requirements="W"),
+                                     dtype=dtypes.get(name) if isinstance(dtypes, dict) else dtypes,
+                                     device=device or "cpu")
+               for name, values in batch.items()}
