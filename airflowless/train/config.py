@@ -90,6 +90,23 @@ class CheckpointConfig:
                 f"CheckpointConfig.checkpoint_score_order must be 'max' or 'min', got {self.checkpoint_score_order!r}")
 
 
+@dataclass(frozen=True)
+class DataConfig:
+    """Which of a trainer's datasets each rank gets a share of (Ray's): ``"all"``, or a list of names;
+    every rank gets the whole of the others (a validation set each rank scores in full, say)."""
+
+    datasets_to_split: str | Sequence[str] = "all"
+    execution_options: Any = None  # Ray's; accepted (the executor's budget is DataContext's)
+
+    def __post_init__(self) -> None:
+        split = self.datasets_to_split
+        if split != "all" and (isinstance(split, str) or not all(isinstance(n, str) for n in split)):
+            raise ConfigError(f"DataConfig.datasets_to_split is \"all\" or a list of dataset names, got {split!r}")
+
+    def splits(self, name: str) -> bool:
+        return self.datasets_to_split == "all" or name in self.datasets_to_split
+
+
 @dataclass(frozen=True, kw_only=True)
 class FailureConfig:
     """How many times a group whose rank died restarts from its latest checkpoint (-1: forever)."""

@@ -9,8 +9,9 @@ __all__ = ["assign_shards", "BALANCE"]
 BALANCE = 0.02  # how far above an equal share of the rows a rank's whole blocks may go
 
 
-def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, equal: bool) -> list[dict[str, Any]]:
-    """For each rank, ``{name: (blocks, rows)}``.
+def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, equal: bool,
+                  whole: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """For each rank, ``{name: (blocks, rows)}``; the datasets named in ``whole`` go to every rank entire.
 
     ``equal``: every rank gets exactly ``rows // n`` rows (slices cut on the
     workers), as collectives that need the same number of steps on every rank do.
@@ -28,6 +29,10 @@ def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, 
     shards: list[dict[str, Any]] = [{} for _ in range(n)]
     for name, plan in datasets.items():
         total = sum(plan.rows)
+        if name in whole:  # DataConfig(datasets_to_split=[...]) leaves it out: each rank reads all of it
+            for rank in range(n):
+                shards[rank][name] = (list(plan.blocks), total)
+            continue
         if equal:
             _cut_evenly(plan, name, shards, [total // n * i for i in range(n + 1)])
             continue

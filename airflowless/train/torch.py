@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ClusterError, ConfigError
 from .backends.torch import TorchBackend, torch_device
 from .checkpoint import Checkpoint
-from .config import RunConfig, ScalingConfig
+from .config import DataConfig, RunConfig, ScalingConfig
 from .context import get_context
 from .trainer import DataParallelTrainer
 
@@ -76,14 +76,15 @@ class TorchTrainer(DataParallelTrainer):
                  scaling_config: ScalingConfig | None = None, run_config: RunConfig | None = None,
                  datasets: dict[str, Any] | None = None, resume_from_checkpoint: Checkpoint | None = None,
                  torch_config: TorchConfig | None = None, preprocessor: Any = None,
-                 metadata: dict[str, Any] | None = None) -> None:
+                 metadata: dict[str, Any] | None = None, dataset_config: DataConfig | None = None) -> None:
         torch_config = TorchConfig() if torch_config is None else torch_config
         if not isinstance(torch_config, TorchConfig):
             raise ConfigError(f"torch_config must be a TorchConfig, got {type(torch_config).__name__}")
         self.torch_config = torch_config
         super().__init__(train_loop_per_worker, train_loop_config=train_loop_config,
                          scaling_config=scaling_config, run_config=run_config, datasets=datasets,
-                         resume_from_checkpoint=resume_from_checkpoint, preprocessor=preprocessor, metadata=metadata)
+                         resume_from_checkpoint=resume_from_checkpoint, preprocessor=preprocessor, metadata=metadata,
+                         dataset_config=dataset_config)
 
     def _validate(self) -> None:
         super()._validate()

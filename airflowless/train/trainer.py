@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import ConfigError, RankFailedError, TrainingFailedError
 from .backends.base import Backend
 from .checkpoint import Checkpoint, CheckpointManager, delete_checkpoint
-from .config import RunConfig, ScalingConfig
+from .config import DataConfig, RunConfig, ScalingConfig
 from .recorder import Recorder, StoreRecorder
 from .result import Result
 from .worker_group import RankSpec, WorkerGroup, pickle_code
@@ -75,6 +75,7 @@ class BaseTrainer:
 
     _backend: Backend = Backend()
     _saves_itself = False  # saves checkpoints on its own schedule (CheckpointConfig.checkpoint_frequency applies)
+    _restored_step = 0  # the step of the checkpoint a restored fit resumes from (Trainer.restore)
     last_fit_seconds: FitSeconds | dict[str, float] = {}
     """Where the last fit's time went (its :class:`FitRun`'s seconds), for benchmarks and tests."""
 
@@ -142,10 +143,38 @@ class BaseTrainer:
         ``FailureConfig.max_failures`` allows (as Ray Train does); the run's
         Result, with what was reported and saved before, is its ``.result``.
         """
-        result = self.fit_with_recorder(StoreRecorder())
+        from .restore import save_trainer
+
+        name, storage_dir = self._where(None)
+        save_trainer(self, storage_dir)  # what Trainer.restore(storage_dir) goes on with
+        result = self.fit_with_recorder(StoreRecorder(), storage_dir=storage_dir, name=name,
+                                        start_step=self._restored_step)
         if isinstance(result.error, TrainingFailedError):
             raise result.error
         return result
+
+    @classmethod
+    def can_restore(cls, path: str) -> bool:
+        """Whether ``path`` is the folder of a fit that :meth:`restore` can go on with (Ray's)."""
+        from .restore import can_restore
+
+        return can_restore(path)
+
+    @classmethod
+    def restore(cls, path: str, datasets: dict[str, Any] | None = None, **overrides: Any) -> BaseTrainer:
+        """The trainer of the interrupted fit at ``path``, given its ``datasets`` again, resuming from the latest
+        checkpoint there when it fits (Ray's; :mod:`.restore`)."""
+        from .restore import restore
+
+        return restore(cls, path, datasets, overrides)
+
+    def _where(self, name: str | None) -> tuple[str, str]:
+        """The run's name and folder."""
+        from ..settings import get_settings
+
+        name = name or self.run_config.name or (
+            f"{type(self).__name__}_{dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{uuid.uuid4().hex[:4]}")
+        return name, f"{(self.run_config.storage_path or get_settings().storage).rstrip('/')}/{name}"
 
     def fit_with_recorder(self, recorder: Recorder, *, storage_dir: str | None = None, name: str | None = None,
                           start_step: int = 0, scope: str | None = None) -> Result:
@@ -161,11 +190,10 @@ class BaseTrainer:
         Result(...)
         """
         from ..runtime import cluster_client
-        from ..settings import get_settings
 
-        name = name or self.run_config.name or (
-            f"{type(self).__name__}_{dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{uuid.uuid4().hex[:4]}")
-        storage_dir = storage_dir or f"{(self.run_config.storage_path or get_settings().storage).rstrip('/')}/{name}"
+        if storage_dir is None:
+            name, storage_dir = self._where(name)
+        name = name or self._where(None)[0]
         run = FitRun(scope)
         seconds = self.last_fit_seconds = run.seconds
         began = time.perf_counter()
@@ -242,9 +270,14 @@ class BaseTrainer:
         from .prepared import prepared_cache
         from .sharding import assign_shards
 
-        equal = self._backend.equal_shards
-        return prepared_cache().shards(run.prepared_key, (tuple(workers), equal, tuple(sorted(datasets))),
-                                       lambda: assign_shards(client, datasets, workers, equal=equal))
+        equal, whole = self._backend.equal_shards, self._unsplit(datasets)
+        return prepared_cache().shards(run.prepared_key,
+                                       (tuple(workers), equal, tuple(sorted(datasets)), tuple(sorted(whole))),
+                                       lambda: assign_shards(client, datasets, workers, equal=equal, whole=whole))
+
+    def _unsplit(self, datasets: dict[str, Any]) -> frozenset[str]:
+        """The datasets every rank gets whole (none but where a DataConfig says so)."""
+        return frozenset()
 
     def _spec_maker(self, group: WorkerGroup, assigned: list[dict[str, Any]], restore: Checkpoint | None,
                     start_step: int, storage_dir: str, name: str, run: FitRun,
@@ -393,17 +426,31 @@ class DataParallelTrainer(BaseTrainer):
     """``train_loop_per_worker(config)`` on ``num_workers`` ranks, connected by ``backend``."""
 
     def __init__(self, train_loop_per_worker: Callable[..., Any], *, train_loop_config: dict[str, Any] | None = None,
-                 backend: Backend | None = None, **kwargs: Any) -> None:
+                 backend: Backend | None = None, dataset_config: DataConfig | None = None, **kwargs: Any) -> None:
         if not callable(train_loop_per_worker):
             raise ConfigError(f"train_loop_per_worker must be a function, got {train_loop_per_worker!r}")
+        if dataset_config is not None and not isinstance(dataset_config, DataConfig):
+            raise ConfigError(f"dataset_config must be a train.DataConfig, got {dataset_config!r}")
         self.train_loop_per_worker = train_loop_per_worker
         self.train_loop_config = train_loop_config
+        self.dataset_config = dataset_config or DataConfig()
         if backend is not None:
             self._backend = backend
         super().__init__(**kwargs)
 
     def _loop(self) -> Callable[..., Any]:
         return self.train_loop_per_worker
+
+    def _validate(self) -> None:
+        super()._validate()
+        split = self.dataset_config.datasets_to_split
+        unknown = [name for name in split if name not in self.datasets] if split != "all" else []
+        if unknown:
+            raise ConfigError(f"DataConfig.datasets_to_split names {unknown}, which are not among the trainer's "
+                              f"datasets {sorted(self.datasets)}")
+
+    def _unsplit(self, datasets: dict[str, Any]) -> frozenset[str]:
+        return frozenset(name for name in datasets if not self.dataset_config.splits(name))
 
     def _loop_config(self, run: FitRun) -> dict[str, Any] | None:
         if self.train_loop_config is None:

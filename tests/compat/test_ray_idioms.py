@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 # Ray: from ray import train, tune; from ray.train import Checkpoint, RunConfig
-from airflowless import train, tune
+from airflowless import data, train, tune
 from airflowless.errors import ConfigError, TrialsErroredError, UsageError
 from airflowless.train import Checkpoint, RunConfig
 
@@ -193,3 +193,44 @@ def test_the_class_api_steps_checkpoints_and_resumes_after_a_crash(tmp_path: Pat
     (result,) = crashed
     assert result.error is None and (tmp_path / "loaded").read_text() == "4.0"  # restored at its checkpoint
     assert [h["height"] for h in result.metrics_history] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def counting_loop(config: dict[str, Any]) -> None:
+    """Counts to 6, a checkpoint per step; the first run crashes after step 3 (a mark file says it ran)."""
+    import json
+    import tempfile
+
+    start = 0
+    checkpoint = train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            start = json.loads(Path(folder, "state.json").read_text())["count"]
+    for count in range(start + 1, 7):
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, "state.json").write_text(json.dumps({"count": count}))
+            train.report({"count": count, "rows": train.get_dataset_shard("train").count()},
+                         checkpoint=Checkpoint.from_directory(folder))
+        if count == 3 and not Path(config["marks"], "crashed").exists():
+            Path(config["marks"], "crashed").touch()
+            raise RuntimeError("a crash after step 3")
+
+
+def test_a_trainer_restores_from_its_folder_after_a_crash(tmp_path: Path) -> None:
+    # Ray: if TorchTrainer.can_restore(path): trainer = TorchTrainer.restore(path, datasets=...); trainer.fit()
+    from airflowless.errors import TrainingFailedError
+    from airflowless.train.torch import TorchTrainer
+
+    datasets = {"train": data.range(12, parallelism=2)}
+    first = TorchTrainer(counting_loop, train_loop_config={"marks": str(tmp_path)}, datasets=datasets,
+                         run_config=RunConfig(name="counting", storage_path=str(tmp_path / "runs")))
+    with pytest.raises(TrainingFailedError) as failed:
+        first.fit()
+    path = failed.value.result.path
+    assert TorchTrainer.can_restore(path) and not TorchTrainer.can_restore(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"\['train'\] missing"):
+        TorchTrainer.restore(path)
+    result = TorchTrainer.restore(path, datasets=datasets).fit()
+    assert [h["count"] for h in result.metrics_history] == [4, 5, 6]  # on from the checkpoint of step 3
+    assert [h["training_iteration"] for h in result.metrics_history] == [4, 5, 6]
+    assert result.path == path and result.checkpoint is not None and result.checkpoint.path.endswith("000006")
+    assert train.Result.from_path(path).metrics["count"] == 6

@@ -121,3 +121,21 @@ def test_a_training_shard_iterates_rows_and_shuffled_torch_batches() -> None:
     result = TorchTrainer(loop, scaling_config=ScalingConfig(num_workers=1),
                           datasets={"train": data.range(64, parallelism=4)}).fit()
     assert result.metrics["rows"] == 64 and result.metrics["sum"] == sum(range(64)) and result.metrics["shuffled"]
+
+
+def test_data_config_gives_every_rank_the_whole_of_the_datasets_it_does_not_split() -> None:
+    # Ray: TorchTrainer(..., datasets={"train": ..., "valid": ...}, dataset_config=DataConfig(datasets_to_split=["train"]))
+    from airflowless import train
+    from airflowless.train import DataConfig, ScalingConfig
+    from airflowless.train.torch import TorchTrainer
+
+    def loop(config: dict) -> None:
+        train.report({"train": train.get_dataset_shard("train").count(),
+                      "valid": train.get_dataset_shard("valid").count()})
+
+    datasets = {"train": data.range(40, parallelism=4), "valid": data.range(10, parallelism=2)}
+    result = TorchTrainer(loop, scaling_config=ScalingConfig(num_workers=2), datasets=datasets,
+                          dataset_config=DataConfig(datasets_to_split=["train"])).fit()
+    assert (result.metrics["train"], result.metrics["valid"]) == (20, 10)  # rank 0: half of train, all of valid
+    with pytest.raises(ConfigError, match="not among the trainer's datasets"):
+        TorchTrainer(loop, datasets=datasets, dataset_config=DataConfig(datasets_to_split=["test"]))
