@@ -234,3 +234,62 @@ def test_a_trainer_restores_from_its_folder_after_a_crash(tmp_path: Path) -> Non
     assert [h["training_iteration"] for h in result.metrics_history] == [4, 5, 6]
     assert result.path == path and result.checkpoint is not None and result.checkpoint.path.endswith("000006")
     assert train.Result.from_path(path).metrics["count"] == 6
+
+
+def slow_counting_loop(config: dict[str, Any]) -> None:
+    """Counts to 5, a checkpoint per step, resting after step 2 (so that its driver can be killed mid-fit)."""
+    import json
+    import tempfile
+    import time
+
+    start = 0
+    checkpoint = train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            start = json.loads(Path(folder, "state.json").read_text())["count"]
+    for count in range(start + 1, 6):
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, "state.json").write_text(json.dumps({"count": count}))
+            train.report({"count": count}, checkpoint=Checkpoint.from_directory(folder))
+        if count >= 2:
+            time.sleep(config["rest_s"])
+
+
+_KILLED_DRIVER = """
+import sys
+from airflowless import data
+from airflowless.train import RunConfig
+from airflowless.train.torch import TorchTrainer
+from tests.compat.test_ray_idioms import slow_counting_loop
+
+TorchTrainer(slow_counting_loop, train_loop_config={"rest_s": 30.0}, datasets={"train": data.range(8)},
+             run_config=RunConfig(name="killed", storage_path=sys.argv[1])).fit()
+"""
+
+
+def test_a_trainer_restores_after_its_driver_was_killed(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from airflowless.train.torch import TorchTrainer
+
+    root = Path(__file__).resolve().parents[2]
+    driver = subprocess.Popen([sys.executable, "-c", _KILLED_DRIVER, str(tmp_path)], cwd=root, env=os.environ.copy(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    path = tmp_path / "killed"
+    try:
+        deadline = time.monotonic() + 120
+        while not (path / "checkpoint_000002").exists():
+            assert driver.poll() is None and time.monotonic() < deadline, "the fit never saved its 2nd checkpoint"
+            time.sleep(0.2)
+        time.sleep(0.5)  # the checkpoint's copy is complete once the next step rests
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and its embedded cluster, at once
+        driver.wait(timeout=30)
+    assert TorchTrainer.can_restore(str(path))
+    result = TorchTrainer.restore(str(path), datasets={"train": data.range(8)},
+                                  train_loop_config={"rest_s": 0.0}).fit()
+    assert [h["count"] for h in result.metrics_history] == [3, 4, 5]  # from the checkpoint of step 2
