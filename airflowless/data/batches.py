@@ -45,14 +45,21 @@ def iter_batches(tables: Iterator[pa.Table], *, batch_size: int | None = 256, ba
 
 def _shuffled(tables: Iterator[pa.Table], batch_size: int, buffer_size: int,
               rng: np.random.Generator) -> Iterator[pa.Table]:
-    """Batches of ``batch_size`` rows drawn at random from a buffer kept at ``buffer_size`` rows or more."""
+    """Batches of ``batch_size`` rows drawn at random from a buffer kept at ``buffer_size`` rows or more.
+
+    Each time rows come in, the buffer is shuffled once and every batch it can
+    give while keeping ``buffer_size`` rows is cut from its front (one copy of
+    the buffer per incoming block, not one per batch).
+    """
     buffer = None
     for table in tables:
         buffer = table if buffer is None else concat([buffer, table])
-        while buffer.num_rows >= buffer_size + batch_size:
-            order = rng.permutation(buffer.num_rows)
-            yield buffer.take(pa.array(order[:batch_size]))
-            buffer = buffer.take(pa.array(np.sort(order[batch_size:])))
+        batches = (buffer.num_rows - buffer_size) // batch_size
+        if batches > 0:
+            buffer = buffer.take(pa.array(rng.permutation(buffer.num_rows)))
+            for start in range(0, batches * batch_size, batch_size):
+                yield buffer.slice(start, batch_size)
+            buffer = buffer.slice(batches * batch_size)
     if buffer is not None and buffer.num_rows:
         yield buffer.take(pa.array(rng.permutation(buffer.num_rows)))  # the rest, in a random order
 

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from .execution.executor import Execution, stream
-from .logical.operators import Fused, LogicalOp, MapBlocks
+from .logical.operators import Fused, Limit, LogicalOp, MapBlocks
 from .optimizer import optimize
 from .physical.lowering import lower
 from .transforms import BlockTransform
@@ -46,6 +46,8 @@ def remember(plan: LogicalOp, ex: Execution) -> None:
     """Keep ``ex`` as ``plan``'s latest execution, for as long as ``plan`` lives."""
     key = id(plan)
     _by_plan[key] = (weakref.ref(plan, lambda _: _by_plan.pop(key, None)), ex)
+    if isinstance(plan, Limit):  # take(), show(): the Dataset they were called on ran (its first rows)
+        remember(plan.input, ex)
 
 
 def _progress(total: int | None, desc: str) -> Any:

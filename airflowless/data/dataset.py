@@ -375,14 +375,14 @@ class Dataset:
 
     def input_files(self) -> list[str]:
         """The files this Dataset reads, from its plan (no data is read); ``[]`` for data made in memory."""
-        files: list[str] = []
+        files: dict[str, None] = {}  # in order, once each
         pending = [self._plan]
         while pending:
             plan = pending.pop()
             if isinstance(plan, lo.Read):
-                files += [str(f) for f in getattr(plan.source, "files", ()) if str(f) not in files]
+                files.update(dict.fromkeys(str(f) for f in getattr(plan.source, "files", ())))
             pending += reversed(plan.inputs)
-        return files
+        return list(files)
 
     def schema(self) -> pa.Schema:
         plan = self._plan

@@ -2,8 +2,9 @@
 
 An :class:`Expr` wraps a pyarrow compute expression, so it is pushed into
 parquet reads and evaluated by Arrow, vectorised. It adds what pyarrow's own
-expressions lack and Ray's have: ``%`` and ``//`` (floored, as in Python),
-and parsing from text.
+expressions lack and Ray's have: ``%`` and ``//`` (floored, as in Python;
+computed in float64, so exact for integers up to 2**53, and ``x % 0``
+is NaN, which no comparison holds), and parsing from text.
 
 >>> import pyarrow as pa
 >>> table = pa.table({"id": [0, 1, 2, 3, 4, 5], "name": ["a", "b", "c", "d", "e", "f"]})
@@ -60,7 +61,9 @@ class Expr:
         self.arrow = arrow
 
     def _op(self, fn: Callable[[Any, Any], Any], other: Any, reflected: bool = False) -> Expr:
-        left, right = (_arrow(other), self.arrow) if reflected else (self.arrow, _arrow(other))
+        other = other.arrow if isinstance(other, Expr) else other if isinstance(other, pc.Expression) \
+            else pc.scalar(other)  # a literal on the left (2 * col("x")): pyarrow's operators need it wrapped
+        left, right = (other, self.arrow) if reflected else (self.arrow, other)
         return Expr(fn(left, right))
 
     def __eq__(self, other: Any) -> Expr:  # type: ignore[override]

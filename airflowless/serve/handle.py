@@ -165,9 +165,18 @@ class DeploymentResponseGenerator:
         return item
 
     def cancel(self) -> None:
-        """Stop the stream early from any thread."""
-        if self._stream is not None and not self._response._loop.is_closed():
-            asyncio.run_coroutine_threadsafe(self._stream.aclose(), self._response._loop)
+        """Stop the stream early from any thread (one not iterated yet is closed as soon as it opens)."""
+        loop = self._response._loop
+        if loop.is_closed():
+            return
+        if self._stream is not None:
+            asyncio.run_coroutine_threadsafe(self._stream.aclose(), loop)
+            return
+
+        def close_when_open(done: Any) -> None:
+            if not done.cancelled() and done.exception() is None and isinstance(done.result(), RemoteStream):
+                asyncio.run_coroutine_threadsafe(done.result().aclose(), loop)
+        self._response._future.add_done_callback(close_when_open)
 
     def __del__(self) -> None:  # a loop left early: the replica's generator must not wait for a reader forever
         with contextlib.suppress(Exception):

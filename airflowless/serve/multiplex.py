@@ -14,9 +14,10 @@ A request names its model with the HTTP header ``serve_multiplexed_model_id``,
 a handle call with ``handle.options(multiplexed_model_id="a")``; inside the
 replica ``serve.get_multiplexed_model_id()`` tells which. ``get_model(id)``
 loads a model the first time its replica is asked for it and keeps the
-``max_num_models_per_replica`` most recently used ones; beyond that the least
-recently used is dropped (its ``__del__`` runs, as when any last reference
-goes). Calls for a model still loading wait for that one load.
+``max_num_models_per_replica`` most recently used ones: before it loads
+another, it drops the least recently used (its ``__del__`` runs, as when any
+last reference goes), so at most that many are held, loads in flight
+counted. Calls for a model still loading wait for that one load.
 
 Routing: a router sends a model's requests to the replica it last sent that
 model to, while that replica has room under ``max_ongoing_requests``;
@@ -97,6 +98,8 @@ class _Models:
             self.loaded.move_to_end(model_id)
             return self.loaded[model_id]
         if model_id not in self.loading:
+            while self.loaded and len(self.loaded) + len(self.loading) >= self.limit:  # room first (GPU memory)
+                self.loaded.popitem(last=False)
             self.loading[model_id] = asyncio.ensure_future(load(model_id))
         future = self.loading[model_id]
         try:

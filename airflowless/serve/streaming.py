@@ -24,10 +24,11 @@ True
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterable, AsyncIterator, Generator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +58,8 @@ def as_stream(result: Any, executor: Executor | None) -> Stream | None:
     if inspect.isgenerator(result):
         return Stream(_pulled(result, executor))
     if isinstance(result, StreamingResponse):
-        return Stream(result.body_iterator, ResponseHead(result.status_code, list(result.raw_headers)))
+        items = result.body_iterator if result.background is None else _then(result.body_iterator, result.background)
+        return Stream(items, ResponseHead(result.status_code, list(result.raw_headers)))
     return None
 
 
@@ -69,8 +71,21 @@ async def _pulled(items: Generator[Any, Any, Any], executor: Executor | None) ->
         step = functools.partial(context.run, next, items, end)
         while (item := await loop.run_in_executor(executor, step)) is not end:
             yield item
-    finally:
+    finally:  # in the same one thread, after a step still running (closing it from here would raise)
+        with contextlib.suppress(RuntimeError):  # the replica's executor is shut down: it is going away
+            loop.run_in_executor(executor, _close, items)
+
+
+def _close(items: Generator[Any, Any, Any]) -> None:
+    with contextlib.suppress(Exception):  # its own error on close has nobody to go to
         items.close()
+
+
+async def _then(items: AsyncIterable[Any], background: Any) -> AsyncIterator[Any]:
+    """``items``, then the response's background task once they all went out (as Starlette runs it)."""
+    async for item in items:
+        yield item
+    await background()
 
 
 def _chunk(item: Any) -> bytes:
@@ -92,7 +107,22 @@ def http_response(stream: RemoteStream) -> StreamingResponse:
 
     head = stream.head
     if isinstance(head, ResponseHead):
-        response = StreamingResponse(body(), status_code=head.status)
+        response = _Streamed(stream, body(), status_code=head.status)
         response.raw_headers = list(head.raw_headers)
         return response
-    return StreamingResponse(body(), media_type="text/plain")
+    return _Streamed(stream, body(), media_type="text/plain")
+
+
+class _Streamed(StreamingResponse):
+    """A streaming response that closes its remote stream however it ends, even cancelled before its body began
+    (the replica's slot and generator are freed at once)."""
+
+    def __init__(self, stream: RemoteStream, content: Any, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._stream = stream
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._stream.aclose()

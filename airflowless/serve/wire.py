@@ -333,7 +333,9 @@ class WireServer:
                 task.add_done_callback(functools.partial(self._forget, running, rid))
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
-        finally:
+        finally:  # its caller is gone: what it started stops too (a stream would wait for credit forever)
+            for started in list(running.values()):
+                started.cancel()
             self._writers.discard(writer)
             writer.close()
 
@@ -442,6 +444,8 @@ class WireClient:
                 try:
                     value = decode(body)
                 except Exception as exc:
+                    if flag in (_HEAD, _ITEM):  # the stream cannot go on here: its producer stops
+                        self._send(rid, _CANCEL, b"")
                     flag, value = _ERROR, ServeError(
                         f"the answer of {self._label} cannot be unpickled here ({type(exc).__name__}: {exc}); "
                         "return plain data, or install the same packages where the caller runs")
@@ -499,6 +503,8 @@ class WireClient:
         except asyncio.CancelledError:  # the caller stopped waiting: the replica stops the request too
             if not self.closed and self._pending.pop(rid, None) is not None:
                 self._outbox.put(*_frame(rid, _CANCEL, b""))
+            elif future.done() and not future.cancelled() and isinstance(future.result(), RemoteStream):
+                await future.result().aclose()  # its head came in the meantime: nobody will read it
             raise
         finally:
             self._pending.pop(rid, None)

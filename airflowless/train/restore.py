@@ -47,8 +47,7 @@ def save_trainer(trainer: BaseTrainer, folder: str) -> None:
     """Save ``trainer`` without its datasets in ``folder`` (a trainer that does not pickle is logged, not raised:
     the fit goes on, only ``restore`` will not find it)."""
     saved = copy.copy(trainer)
-    saved.datasets = {}
-    saved.resume_from_checkpoint = None
+    saved.datasets = {}  # (its resume_from_checkpoint is kept: a restore before the first save starts from it)
     state = {"trainer": saved, "datasets": sorted(trainer.datasets), "kind": type(trainer).__name__}
     try:
         payload = cloudpickle.dumps(state)
@@ -91,7 +90,8 @@ def restore(cls: type[BaseTrainer], path: str, datasets: dict[str, Any] | None,
     parent, _, name = folder.rpartition("/")
     trainer.run_config = dataclasses.replace(trainer.run_config, name=name, storage_path=parent or ".")
     step, latest = _latest_checkpoint(folder)
-    trainer.resume_from_checkpoint = latest
+    if latest is not None:  # else it starts as the fit did (from its own resume_from_checkpoint, if it had one)
+        trainer.resume_from_checkpoint = latest
     trainer._restored_step = step
     trainer._validate()
     return trainer

@@ -139,3 +139,20 @@ def test_data_config_gives_every_rank_the_whole_of_the_datasets_it_does_not_spli
     assert (result.metrics["train"], result.metrics["valid"]) == (20, 10)  # rank 0: half of train, all of valid
     with pytest.raises(ConfigError, match="not among the trainer's datasets"):
         TorchTrainer(loop, datasets=datasets, dataset_config=DataConfig(datasets_to_split=["test"]))
+
+
+def test_expressions_take_literals_on_either_side() -> None:
+    from airflowless.data.expressions import to_arrow
+
+    table = pa.table({"id": [1, 2, 3, 4, 5]})
+    picked = {text: table.filter(to_arrow(text))["id"].to_pylist()
+              for text in ["10 - id > 7", "2 * id >= 8", "12 / id > 5", "7 % id == 1", "-id < -3"]}
+    assert picked == {"10 - id > 7": [1, 2], "2 * id >= 8": [4, 5], "12 / id > 5": [1, 2], "7 % id == 1": [2, 3],
+                      "-id < -3": [4, 5]}
+    assert table.filter(to_arrow(1 + data.col("id") * 2 > 8))["id"].to_pylist() == [4, 5]
+
+
+def test_take_counts_as_a_run_of_the_dataset() -> None:
+    ds = data.range(10, parallelism=2)
+    ds.take(3)
+    assert "nothing has run yet" not in str(ds.stats())
