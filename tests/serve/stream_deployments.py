@@ -143,3 +143,17 @@ class Models:
 
     def history(self) -> dict[str, Any]:
         return {"loads": list(self.loads), "unloaded": list(self.unloaded), "replica": id(self)}
+
+
+@serve.deployment(num_replicas=2, max_ongoing_requests=2)
+class BusyModels:
+    """Slow calls and room for two at a time: a model's calls spill to the other replica when its home is full."""
+
+    @serve.multiplexed(max_num_models_per_replica=2)
+    async def get_model(self, model_id: str) -> str:
+        return model_id
+
+    async def __call__(self, body: Any) -> int:
+        await self.get_model(serve.get_multiplexed_model_id())
+        await asyncio.sleep(0.3)
+        return id(self)

@@ -18,7 +18,7 @@ from airflowless.serve.errors import ServeError
 from airflowless.serve.wire import STREAM_WINDOW
 from tests.support.eventually import eventually
 
-from .stream_deployments import Items, Models, Tokens
+from .stream_deployments import BusyModels, Items, Models, Tokens
 
 
 @pytest.fixture(scope="module")
@@ -241,3 +241,14 @@ def test_a_replica_keeps_its_most_recently_used_models() -> None:
         multiplexed(lambda model_id: model_id)
     with pytest.raises(ConfigError, match="positive int"):
         multiplexed(max_num_models_per_replica=0)
+
+
+def test_a_model_s_calls_spill_to_another_replica_when_its_home_is_full(serve_url: str) -> None:
+    handle = serve.run(BusyModels.bind(), name="busy-models", route_prefix=None)
+    try:
+        async def burst() -> list[Any]:
+            calls = [handle.options(multiplexed_model_id="z").remote(None) for _ in range(6)]
+            return list(await asyncio.gather(*calls))
+        assert len(set(asyncio.run(burst()))) == 2  # the home took two at a time; the rest went to the other
+    finally:
+        serve.delete("busy-models")

@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from airflowless.serve.errors import ServeError
-from airflowless.serve.wire import STREAM_WINDOW, Connection, RemoteStream, Stream, WireClient, WireServer
+from airflowless.serve.wire import (
+    STREAM_WINDOW,
+    Connection,
+    RemoteStream,
+    Stream,
+    WireClient,
+    WireServer,
+)
 
 
 class Unpicklable:
