@@ -125,7 +125,9 @@ def test_let_starlette_state_pickle() -> None:
 
 def test_fastapi_route_with_endpoint() -> None:
     fastapi = pytest.importorskip("fastapi")
-    from fastapi.testclient import TestClient
+    import asyncio
+
+    import httpx
 
     app = fastapi.FastAPI()
 
@@ -138,6 +140,9 @@ def test_fastapi_route_with_endpoint() -> None:
 
     route = app.router.routes[-1]
     app.router.routes[-1] = internals.fastapi_route_with_endpoint(route, replacement)
-    answer = TestClient(app).get("/items/3", params={"q": "x"})
+    async def get() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
+            return await client.get("/items/3", params={"q": "x"})
+    answer = asyncio.run(get())
     assert answer.status_code == 202 and answer.json() == {"from": "replacement", "item_id": 3, "q": "x"}
     assert app.openapi()["paths"]["/items/{item_id}"]["get"]["tags"] == ["items"]
