@@ -24,7 +24,42 @@ import pyarrow as pa
 from ..errors import ConfigError
 from .block import check_format, concat, rebatch, to_batch
 
-__all__ = ["iter_batches", "iter_torch_batches"]
+__all__ = ["BatchIterable", "iter_batches", "iter_torch_batches"]
+
+
+class BatchIterable:
+    """``iter_rows``, ``iter_batches`` and ``iter_torch_batches`` over the tables :meth:`_iteration_tables` gives
+    (a Dataset's blocks as its plan makes them, a training shard's as it fetches them)."""
+
+    def _iteration_tables(self) -> Iterator[pa.Table]:
+        raise NotImplementedError
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        for table in self._iteration_tables():
+            yield from table.to_pylist()
+
+    def iter_batches(self, *, batch_size: int | None = 256, batch_format: str = "numpy",
+                     drop_last: bool = False, prefetch_batches: int = 1,
+                     local_shuffle_buffer_size: int | None = None,
+                     local_shuffle_seed: int | None = None) -> Iterator[Any]:
+        """Batches of ``batch_size`` rows (across block boundaries), in order, or drawn at random from a
+        buffer of ``local_shuffle_buffer_size`` rows (see the module). ``prefetch_batches`` is Ray's and is
+        accepted: a Dataset's executor keeps a window of blocks in flight, a shard fetches four at a time."""
+        yield from iter_batches(self._iteration_tables(), batch_size=batch_size, batch_format=batch_format,
+                                drop_last=drop_last, local_shuffle_buffer_size=local_shuffle_buffer_size,
+                                local_shuffle_seed=local_shuffle_seed)
+
+    def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None,
+                           device: str | None = None, drop_last: bool = False,
+                           collate_fn: Callable[[dict[str, Any]], Any] | None = None, prefetch_batches: int = 1,
+                           local_shuffle_buffer_size: int | None = None,
+                           local_shuffle_seed: int | None = None) -> Iterator[Any]:
+        """Batches as dicts of torch tensors, or what ``collate_fn(numpy_batch)`` makes of them."""
+        yield from iter_torch_batches(
+            self.iter_batches(batch_size=batch_size, drop_last=drop_last,
+                              local_shuffle_buffer_size=local_shuffle_buffer_size,
+                              local_shuffle_seed=local_shuffle_seed),
+            dtypes=dtypes, device=device, collate_fn=collate_fn)
 
 
 def iter_batches(tables: Iterator[pa.Table], *, batch_size: int | None = 256, batch_format: str = "numpy",

@@ -44,7 +44,7 @@ from .transforms import (
 __all__ = ["Dataset"]
 
 
-class Dataset:
+class Dataset(batches.BatchIterable):
     """A lazy table; see the module docstring. Build with ``read_*`` / ``from_*``."""
 
     def __init__(self, plan: lo.LogicalOp) -> None:
@@ -294,32 +294,8 @@ class Dataset:
     def iter_internal_blocks(self) -> Iterator[pa.Table]:
         return iter_blocks(self._plan)
 
-    def iter_batches(self, *, batch_size: int | None = 256, batch_format: str = "numpy",
-                     drop_last: bool = False, prefetch_batches: int = 1,
-                     local_shuffle_buffer_size: int | None = None,
-                     local_shuffle_seed: int | None = None) -> Iterator[Any]:
-        """Batches of ``batch_size`` rows (across block boundaries), in order, or drawn at random from a
-        buffer of ``local_shuffle_buffer_size`` rows (:mod:`.batches`). ``prefetch_batches`` is Ray's and
-        is accepted: the executor's window of blocks in flight is the prefetching."""
-        yield from batches.iter_batches(iter_blocks(self._plan), batch_size=batch_size, batch_format=batch_format,
-                                        drop_last=drop_last, local_shuffle_buffer_size=local_shuffle_buffer_size,
-                                        local_shuffle_seed=local_shuffle_seed)
-
-    def iter_rows(self) -> Iterator[dict[str, Any]]:
-        for table in iter_blocks(self._plan):
-            yield from table.to_pylist()
-
-    def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None,
-                           device: str | None = None, drop_last: bool = False,
-                           collate_fn: Callable[[dict[str, Any]], Any] | None = None, prefetch_batches: int = 1,
-                           local_shuffle_buffer_size: int | None = None,
-                           local_shuffle_seed: int | None = None) -> Iterator[Any]:
-        """Batches as dicts of torch tensors, or what ``collate_fn(numpy_batch)`` makes of them."""
-        yield from batches.iter_torch_batches(
-            self.iter_batches(batch_size=batch_size, drop_last=drop_last,
-                              local_shuffle_buffer_size=local_shuffle_buffer_size,
-                              local_shuffle_seed=local_shuffle_seed),
-            dtypes=dtypes, device=device, collate_fn=collate_fn)
+    def _iteration_tables(self) -> Iterator[pa.Table]:
+        return iter_blocks(self._plan)  # iter_rows, iter_batches, iter_torch_batches: see .batches
 
     def take(self, limit: int = 20) -> list[dict[str, Any]]:
         return list(itertools.islice(Dataset(lo.Limit(self._plan, limit)).iter_rows(), limit))

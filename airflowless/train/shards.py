@@ -6,7 +6,7 @@ fetched from the workers holding them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ __all__ = ["DataShard"]
 
 
 @dataclass
-class DataShard:
+class DataShard(batches.BatchIterable):
     """Rows of one dataset for one rank (``iter_batches``, ``iter_torch_batches``, ``to_pandas``)."""
 
     name: str
@@ -54,30 +54,8 @@ class DataShard:
             for key in chunk:
                 yield local[key] if key in local else fetched[key]
 
-    def iter_batches(self, *, batch_size: int | None = 256, batch_format: str = "numpy",
-                     drop_last: bool = False, prefetch_batches: int = 1,
-                     local_shuffle_buffer_size: int | None = None,
-                     local_shuffle_seed: int | None = None) -> Iterator[Any]:
-        """As :meth:`~airflowless.data.Dataset.iter_batches` (``prefetch_batches``: blocks are fetched four
-        at a time)."""
-        yield from batches.iter_batches(self._tables(), batch_size=batch_size, batch_format=batch_format,
-                                        drop_last=drop_last, local_shuffle_buffer_size=local_shuffle_buffer_size,
-                                        local_shuffle_seed=local_shuffle_seed)
-
-    def iter_torch_batches(self, *, batch_size: int | None = 256, dtypes: Any = None, device: str | None = None,
-                           drop_last: bool = False, collate_fn: Callable[[dict[str, Any]], Any] | None = None,
-                           prefetch_batches: int = 1, local_shuffle_buffer_size: int | None = None,
-                           local_shuffle_seed: int | None = None) -> Iterator[Any]:
-        """As :meth:`~airflowless.data.Dataset.iter_torch_batches`."""
-        yield from batches.iter_torch_batches(
-            self.iter_batches(batch_size=batch_size, drop_last=drop_last,
-                              local_shuffle_buffer_size=local_shuffle_buffer_size,
-                              local_shuffle_seed=local_shuffle_seed),
-            dtypes=dtypes, device=device, collate_fn=collate_fn)
-
-    def iter_rows(self) -> Iterator[dict[str, Any]]:
-        for table in self._tables():
-            yield from table.to_pylist()
+    def _iteration_tables(self) -> Iterator[pa.Table]:
+        return self._tables()  # iter_rows, iter_batches, iter_torch_batches: see data.batches
 
     def to_arrow(self) -> pa.Table:
         return concat(list(self._tables()))
