@@ -86,6 +86,7 @@ class DeploymentConfig:
     health_check_timeout_s: float = 10.0
     graceful_shutdown_timeout_s: float = 5.0
     max_surge: int = 1  # a rolling update starts at most this many new replicas at a time
+    max_concurrency: int = 1  # threads per replica that run plain ``def`` calls at once (Ray's threaded actor)
 
     def __post_init__(self) -> None:
         _check("num_replicas", self.num_replicas, minimum=0, kind=int)
@@ -95,6 +96,7 @@ class DeploymentConfig:
         _check("health_check_timeout_s", self.health_check_timeout_s, minimum=0.05)
         _check("graceful_shutdown_timeout_s", self.graceful_shutdown_timeout_s, minimum=0)
         _check("max_surge", self.max_surge, minimum=1, kind=int)
+        _check("max_concurrency", self.max_concurrency, minimum=1, kind=int)
         if not isinstance(self.resources, dict) or not all(
                 isinstance(k, str) and isinstance(v, int | float) and v >= 0 for k, v in self.resources.items()):
             raise ConfigError(f"resources must be a dict of name -> amount >= 0 (e.g. {{'CPU': 1}}), "

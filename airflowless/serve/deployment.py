@@ -30,7 +30,9 @@ _OPTION_NAMES = {f.name for f in dataclasses.fields(DeploymentConfig)}
 def _config_from(options: dict[str, Any], base: DeploymentConfig | None = None) -> DeploymentConfig:
     options = dict(options)
     actor_options = options.pop("ray_actor_options", None)
-    if actor_options:  # Ray's spelling: {"num_cpus": 1, "num_gpus": 0, "resources": {...}}
+    if actor_options:  # Ray's spelling: {"num_cpus": 1, "num_gpus": 0, "resources": {...}, "max_concurrency": 4}
+        if "max_concurrency" in actor_options:
+            options.setdefault("max_concurrency", actor_options["max_concurrency"])
         resources = dict(actor_options.get("resources") or {})
         for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU")):
             if actor_options.get(key):
@@ -101,7 +103,10 @@ def deployment(target: Any = None, /, *, name: str | None = None, **options: Any
     ``autoscaling_config`` (an :class:`AutoscalingConfig` or dict), ``resources``
     (Dask worker resources, e.g. ``{"CPU": 1}``; Ray's ``ray_actor_options`` is
     accepted too), ``user_config`` (passed to the class's ``reconfigure``),
-    ``health_check_period_s`` (2), ``graceful_shutdown_timeout_s`` (5).
+    ``health_check_period_s`` (2), ``graceful_shutdown_timeout_s`` (5),
+    ``max_concurrency`` (1: how many plain ``def`` calls a replica runs at once,
+    each in a thread of its own, as a Ray actor's ``max_concurrency``; ``async``
+    methods always share the replica's event loop up to ``max_ongoing_requests``).
 
     >>> @deployment
     ... def double(body):

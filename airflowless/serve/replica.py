@@ -27,9 +27,10 @@ Cancelled requests: a request its caller stopped waiting for (the wire's
 cancel frame: the HTTP client left, or the proxy's ``request_timeout_s``
 passed) is cancelled here too. An ``async`` method gets ``CancelledError`` at
 its next ``await`` and its slot is free at once. A plain ``def`` method runs
-in the replica's one thread, where Python cannot interrupt it: if it is still
-running, new requests that need that thread are refused (:class:`.wire.Busy`:
-the router sends them to another replica), and if it still runs
+in one of the replica's threads (``max_concurrency`` of them, default one),
+where Python cannot interrupt it: while every thread is held by such a call,
+new requests that need one are refused (:class:`.wire.Busy`:
+the router sends them to another replica), and if one still runs
 :data:`STUCK_AFTER_S` after its caller left, the replica is *stuck*: it
 refuses them for good (the router drops it) and answers the controller's next health or metrics probe
 with :class:`ReplicaStuckError`, so the controller replaces it with a fresh
@@ -98,6 +99,7 @@ class ReplicaSpec:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     user_config: Any = None
+    threads: int = 1  # the deployment's max_concurrency: plain ``def`` calls that run at once
     # both made where the spec is built, in the controller's process
     owner: str = field(default_factory=controller_identity)
     lease_s: float = field(default_factory=_lease_s)
@@ -117,7 +119,7 @@ class Replica:
         self.ongoing = 0
         self.draining = False
         self.stopped = False
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"serve-{spec.replica_id}")
+        self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"serve-{spec.replica_id}")
         self._server: WireServer | None = None
         self._worker: Any = None
         self._state_key = f"{_STATE_PREFIX}{spec.replica_id}:{secrets.token_hex(4)}"
@@ -213,11 +215,13 @@ class Replica:
         if self.draining:
             raise Rejected(f"replica {self.spec.replica_id} is draining")
         fn = self._method(method)
-        if self._abandoned and not _is_async(fn):  # its thread is taken by a call nobody waits for
+        if self._abandoned and not _is_async(fn):  # threads taken by calls nobody waits for
             stuck = self._stuck()
             if stuck:
                 raise Rejected(stuck)
-            raise Busy(f"replica {self.spec.replica_id} still runs a call its caller left; try another replica")
+            if len(self._abandoned) >= self.spec.threads:
+                raise Busy(f"replica {self.spec.replica_id} still runs calls their callers left; "
+                           "try another replica")
         if model_id:  # this request's task (and the thread call below) sees it
             model_id_scope(model_id)
         self.ongoing += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 import uuid
 from typing import Any
@@ -129,3 +130,22 @@ class HangsAsync:
             finally:
                 self.running -= 1
         return {"ok": True}
+
+
+@serve.deployment(max_concurrency=4)
+class Threaded:
+    """Sleeps ``seconds`` in a plain ``def``; says which thread ran it and how many ran at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+
+    def __call__(self, seconds: float) -> dict[str, Any]:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(seconds)
+        with self.lock:
+            self.running -= 1
+        return {"thread": threading.current_thread().name, "most": self.most}

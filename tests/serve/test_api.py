@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import httpx
 import pytest
 
 from airflowless import serve
 
-from .deployments import Batched, Broken, Echo, Ingress, Slow, SyncIngress, double
+from .deployments import Batched, Broken, Echo, Ingress, Slow, SyncIngress, Threaded, double
 
 
 def test_run_http_handle_status_delete(serve_url: str) -> None:
@@ -121,6 +122,26 @@ def test_a_replica_that_cannot_start_fails_run_with_its_error(serve_url: str) ->
     assert "broken" not in serve.status()
 
 
+def test_max_concurrency_runs_plain_def_calls_in_that_many_threads(serve_url: str) -> None:
+    def four_calls(handle: serve.DeploymentHandle) -> tuple[float, list[dict]]:
+        started = time.monotonic()
+        responses = [handle.remote(0.6) for _ in range(4)]
+        replies = [response.result(timeout=30) for response in responses]
+        return time.monotonic() - started, replies
+
+    handle = serve.run(Threaded.bind(), name="threaded", route_prefix="/threaded")
+    took, replies = four_calls(handle)
+    assert took < 1.8, took  # together, not one after another (4 x 0.6 s)
+    assert max(reply["most"] for reply in replies) == 4
+    assert len({reply["thread"] for reply in replies}) == 4
+
+    handle = serve.run(Threaded.options(max_concurrency=1).bind(), name="threaded", route_prefix="/threaded")
+    took, replies = four_calls(handle)
+    assert took >= 2.3, took  # Serve's default: one thread, calls in turn
+    assert {reply["most"] for reply in replies} == {1}
+    serve.delete("threaded")
+
+
 def test_options_and_validation() -> None:
     assert Echo.options(num_replicas=3).config.num_replicas == 3
     with pytest.raises(ValueError, match="unknown deployment option"):
@@ -129,6 +150,9 @@ def test_options_and_validation() -> None:
         serve.deployment(max_ongoing_requests=0)(double.target)
     with pytest.raises(ValueError, match="route_prefix"):
         serve.run(double.bind(), route_prefix="nope")
+    with pytest.raises(ValueError, match="max_concurrency"):
+        Echo.options(max_concurrency=0)
+    assert Echo.options(ray_actor_options={"max_concurrency": 8}).config.max_concurrency == 8
 
 
 def test_run_blocking_serves_until_ctrl_c(tmp_path: object) -> None:
