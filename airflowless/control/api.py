@@ -28,7 +28,7 @@ from tornado.ioloop import IOLoop
 
 from . import auth, reads
 from .context import ControlContext
-from .errors import ApiError, BadRequest, NotFound, TooLarge, Unavailable
+from .errors import ApiError, BadRequest, Busy, NotFound, TooLarge, Unavailable
 
 __all__ = ["PREFIX", "ApiHandler", "routes"]
 
@@ -37,6 +37,7 @@ _MAX_ID = 2**31 - 1  # the store's integer keys
 _MAX_LIMIT = 1000
 _MAX_TRIALS = 500  # trial= fields in one request (tornado refuses a query of more than 1000 fields outright)
 _MAX_BODY = 64 * 1024  # the largest JSON body an action takes ({"replicas": n} is a few bytes)
+_MAX_WAITING_READS = 64  # reads queued for or in the reader threads; more get 503 at once
 logger = logging.getLogger(__name__)
 
 
@@ -55,6 +56,7 @@ class ApiHandler(web.RequestHandler):
         self.body = b""
         self.body_too_large = False
         self.authorized = False  # set once the token check passed: only then an ETag (and so a 304)
+        self.gone = False  # the client closed its connection
 
     def prepare(self) -> None:
         auth.check(self.ctx, self.request.headers.get("Authorization"), action=self.request.method == "POST",
@@ -101,6 +103,8 @@ class ApiHandler(web.RequestHandler):
             message = "internal error; the scheduler's log has the details"
         if status_code == 401:
             self.set_header("WWW-Authenticate", 'Bearer realm="airflowless"')
+        if isinstance(exc, Busy):
+            self.set_header("Retry-After", str(exc.retry_after_s))
         self.set_status(status_code)
         self.reply({"error": message})
 
@@ -110,12 +114,25 @@ class ApiHandler(web.RequestHandler):
         else:
             super().log_exception(typ, value, tb)
 
+    def on_connection_close(self) -> None:
+        self.gone = True  # a read still waiting for a reader thread is skipped
+
     async def read(self, fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> None:
         """Answer with ``fn(store, *args, **kwargs)``, read and written as JSON in one of the context's
-        reader threads: the scheduler's loop only sends the text."""
-        def call() -> str:
+        reader threads: the scheduler's loop only sends the text.
+
+        At most ``_MAX_WAITING_READS`` reads wait for those threads; past that a read is refused at
+        once with 503 and ``Retry-After`` (a flood of heavy reads cannot queue up without end). A read
+        whose client left while it waited is never made."""
+        if self.ctx.waiting_reads >= _MAX_WAITING_READS:
+            raise Busy(f"the API is busy with {self.ctx.waiting_reads} reads of the record; "
+                              "retry in a second")
+
+        def call() -> str | None:
             from ..errors import StoreError
 
+            if self.gone:
+                return None
             store = self.ctx.store()
             try:
                 return json.dumps(fn(store, *args, **kwargs), allow_nan=False)
@@ -126,13 +143,23 @@ class ApiHandler(web.RequestHandler):
                     raise Unavailable(f"the airflowless store cannot be read ({type(exc).__name__})") from exc
                 raise
 
-        self.reply_text(await IOLoop.current().run_in_executor(self.ctx.readers(), call))
+        self.ctx.waiting_reads += 1  # on the server's loop only: no lock
+        try:
+            text = await IOLoop.current().run_in_executor(self.ctx.readers(), call)
+        finally:
+            self.ctx.waiting_reads -= 1
+        if text is not None and not self.gone:
+            self.reply_text(text)
 
-    def query_limit(self, default: int = 50) -> int:
+    def query_limit(self, default: int = 50, most: int = _MAX_LIMIT) -> int:
         text = self.get_query_argument("limit", str(default))
-        if not text.isdigit() or not 1 <= int(text) <= _MAX_LIMIT:
-            raise BadRequest(f"limit must be a whole number from 1 to {_MAX_LIMIT}, got {text!r}")
+        if not text.isdigit() or not 1 <= int(text) <= most:
+            raise BadRequest(f"limit must be a whole number from 1 to {most}, got {text!r}")
         return int(text)
+
+    def metric_page(self) -> dict[str, Any]:
+        """``limit=`` of a metrics read: how many reports one answer carries at most."""
+        return {"limit": self.query_limit(reads.METRIC_ROWS, reads.METRIC_ROWS)}
 
     async def act(self, name: str, *args: Any) -> None:
         """Answer with ``actions.<name>(ctx, *args)`` (awaited if it is a coroutine)."""
@@ -153,6 +180,12 @@ def _id(text: str, what: str) -> int:
     if not 1 <= number <= _MAX_ID:
         raise NotFound(f"no {what} with id {number} in this record")
     return number
+
+
+def _step(text: str) -> int | None:
+    """A step number from a query (steps may be negative), or None when the text is not one."""
+    digits = text[1:] if text.startswith("-") else text
+    return int(text) if digits.isdigit() and digits.isascii() and len(digits) <= 18 else None
 
 
 class Runs(ApiHandler):
@@ -187,8 +220,16 @@ class ExperimentMetrics(ApiHandler):
         if len(trials) > _MAX_TRIALS:
             raise BadRequest(f"at most {_MAX_TRIALS} trial ids in one request, got {len(trials)}; "
                              "ask in several requests, or for every trial (no trial= at all)")
+        after = self.get_query_argument("after", None)
+        cursor = None
+        if after is not None:
+            trial, _, step = after.partition(":")
+            if not (trial.isdigit() and trial.isascii() and _step(step) is not None):
+                raise BadRequest(f"after is the 'next' of the page before, as TRIAL:STEP, got {after[:40]!r}")
+            cursor = (int(trial), int(step))
         await self.read(reads.experiment_metrics, _id(experiment_id, "experiment"),
-                        trial_ids=[_id(text, "trial") for text in trials], names=names)
+                        trial_ids=[_id(text, "trial") for text in trials], names=names, after=cursor,
+                        **self.metric_page())
 
 
 class StopExperiment(ApiHandler):
@@ -204,7 +245,11 @@ class Trial(ApiHandler):
 class TrialMetrics(ApiHandler):
     async def get(self, trial_id: str) -> None:
         names = [name for name in self.get_query_arguments("name") if name]
-        await self.read(reads.metrics, _id(trial_id, "trial"), names=names)
+        after = self.get_query_argument("after", None)
+        if after is not None and _step(after) is None:
+            raise BadRequest(f"after is the 'next' of the page before, a step number, got {after[:40]!r}")
+        await self.read(reads.metrics, _id(trial_id, "trial"), names=names,
+                        after=None if after is None else int(after), **self.metric_page())
 
 
 class TrialCheckpoints(ApiHandler):

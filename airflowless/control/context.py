@@ -39,6 +39,7 @@ class ControlContext:
     _stores: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _readers: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    waiting_reads: int = field(default=0, init=False, repr=False)  # API reads queued or running (see api.read)
 
     def current_store_url(self) -> str | None:
         """The URL of the record requests read now (None: there is none)."""

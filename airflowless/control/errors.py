@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ApiError", "BadRequest", "Conflict", "Forbidden", "NotFound", "TooLarge", "Unauthorized", "Unavailable",
+__all__ = ["ApiError", "BadRequest", "Busy", "Conflict", "Forbidden", "NotFound", "TooLarge", "Unauthorized", "Unavailable",
            "Unprocessable"]
 
 
@@ -50,3 +50,9 @@ class Unavailable(ApiError):
     """The action needs a live cluster (or driver) and there is none."""
 
     status = 503
+
+
+class Busy(Unavailable):
+    """Too much is asked at once (reads waiting for the record): answered 503 with ``Retry-After``."""
+
+    retry_after_s = 1

@@ -36,6 +36,15 @@ def _names() -> dict[str, Any]:
             "schema": {"type": "array", "maxItems": 100, "items": {"type": "string"}}}
 
 
+def _pages(after: str) -> list[dict[str, Any]]:
+    return [{"name": "after", "in": "query", "required": False,
+             "description": f"where this page starts: the 'next' of the page before ({after}); "
+                            "the answer's 'next' is null on the last page",
+             "schema": {"type": "string", "maxLength": 40}},
+            {"name": "limit", "in": "query", "required": False, "description": "reports on one page at most",
+             "schema": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 10_000}}]
+
+
 def _limit(default: int) -> dict[str, Any]:
     return {"name": "limit", "in": "query", "required": False, "description": "how many, newest first",
             "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": default}}
@@ -114,16 +123,18 @@ def document(prefix: str = "") -> dict[str, Any]:
                                               experiment, found=True),
         "/experiments/{experiment_id}/stop": _action("Stop a running experiment (all its trials)", experiment),
         "/experiments/{experiment_id}/metrics": _read(
-            "The reported metrics by step of many trials of one experiment, in one request: "
-            "{experiment_id, names, trials: [{trial_id, metrics: [{step, ...}]}]}", experiment,
+            "The reported metrics by step of many trials of one experiment, by trial then step, a page at a "
+            "time: {experiment_id, names, trials: [{trial_id, metrics: [{step, ...}]}], next}", experiment,
             {"name": "trial", "in": "query", "required": False, "explode": True,
              "description": "only these trials of the experiment (repeat: ?trial=3&trial=4; at most 500); "
                             "ids of other experiments' trials are left out",
              "schema": {"type": "array", "maxItems": 500,
                         "items": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}}},
-            _names(), found=True),
+            _names(), *_pages("TRIAL:STEP"), found=True),
         "/trials/{trial_id}": _read("One trial", trial, found=True),
-        "/trials/{trial_id}/metrics": _read("A trial's reported metrics by step", trial, _names(), found=True),
+        "/trials/{trial_id}/metrics": _read("A trial's reported metrics by step, a page at a time: "
+                                            "{trial_id, names, metrics: [{step, ...}], next}", trial, _names(),
+                                            *_pages("a step"), found=True),
         "/trials/{trial_id}/checkpoints": _read("A trial's kept checkpoints by step", trial, found=True),
         "/trials/{trial_id}/stop": _action("Stop a running trial", trial),
         "/deployments": _read(

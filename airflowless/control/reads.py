@@ -102,6 +102,10 @@ def _experiment(row: dict[str, Any]) -> dict[str, Any]:
     return plain({**row, "status": ExperimentStatus.shown(row["status"])})
 
 
+METRIC_ROWS = 10_000
+"""The most reports one metrics read answers with (and its default ``limit``); ``next`` pages on."""
+
+
 def trial(store: Any, trial_id: int) -> dict[str, Any]:
     """One trial: its experiment, config, status, iterations, restarts, last metrics, checkpoint."""
     return _trial(_trial_row(store, trial_id))
@@ -123,21 +127,33 @@ def _trial(row: dict[str, Any]) -> dict[str, Any]:
     return plain({**row, "status": ExperimentStatus.shown(row["status"])})
 
 
-def metrics(store: Any, trial_id: int, *, names: list[str]) -> dict[str, Any]:
-    """A trial's reports by step (only the metrics ``names``, if any), and every metric name reported."""
+def metrics(store: Any, trial_id: int, *, names: list[str], after: int | None = None,
+            limit: int = METRIC_ROWS) -> dict[str, Any]:
+    """A page of a trial's reports by step (only the metrics ``names``, if any), and the metric names on it.
+
+    At most ``limit`` reports with a step past ``after``; ``next`` is the ``after`` of the next page
+    (None on the last one).
+    """
     _trial_row(store, trial_id)
-    rows = store.trial_metrics(trial_id)
-    return plain({"trial_id": trial_id, "names": _reported(rows), "metrics": _only(rows, names)})
+    rows = store.trial_metrics(trial_id, after=after, limit=limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return plain({"trial_id": trial_id, "names": _reported(rows), "metrics": _only(rows, names),
+                  "next": rows[-1]["step"] if more else None})
 
 
-def experiment_metrics(store: Any, experiment_id: int, *, trial_ids: list[int], names: list[str]) -> dict[str, Any]:
-    """The reports by step of many trials of one experiment, in one read (a page's learning curves).
+def experiment_metrics(store: Any, experiment_id: int, *, trial_ids: list[int], names: list[str],
+                       after: tuple[int, int] | None = None, limit: int = METRIC_ROWS) -> dict[str, Any]:
+    """A page of the reports by step of many trials of one experiment, in one read (a page's learning curves).
 
     Every trial of the experiment, or only those of ``trial_ids`` that are in it;
     each with its reports (only the metrics ``names``, if any); ``names`` lists
-    every metric name those trials reported.
+    every metric name on the page. Reports go by trial, then step: at most
+    ``limit`` of them past ``after`` (a trial id and a step); ``next`` is where
+    the next page starts, as ``"trial:step"`` (None on the last one). The first
+    page lists every chosen trial, those without reports too.
     """
-    from sqlalchemy import select
+    from sqlalchemy import and_, or_, select
 
     from ..store import schema
 
@@ -148,15 +164,22 @@ def experiment_metrics(store: Any, experiment_id: int, *, trial_ids: list[int], 
     if trial_ids:
         chosen = chosen.where(trials.c.id.in_(trial_ids))
     query = (select(reports.c.trial_id, reports.c.step, reports.c["values"])
-             .where(reports.c.trial_id.in_(chosen.scalar_subquery()))
-             .order_by(reports.c.trial_id, reports.c.step))
+             .where(reports.c.trial_id.in_(chosen.scalar_subquery())))
+    if after is not None:
+        query = query.where(or_(reports.c.trial_id > after[0],
+                                and_(reports.c.trial_id == after[0], reports.c.step > after[1])))
+    query = query.order_by(reports.c.trial_id, reports.c.step).limit(limit + 1)
     with store.engine.begin() as conn:
-        by_trial: dict[int, list[dict[str, Any]]] = {row[0]: [] for row in conn.execute(chosen.order_by(trials.c.id))}
-        for trial_id, step, values in conn.execute(query):
-            by_trial[trial_id].append({"step": step, **values})
-    every = [row for rows in by_trial.values() for row in rows]
+        by_trial: dict[int, list[dict[str, Any]]] = (
+            {row[0]: [] for row in conn.execute(chosen.order_by(trials.c.id))} if after is None else {})
+        rows = conn.execute(query).all()
+    for trial_id, step, values in rows[:limit]:
+        by_trial.setdefault(trial_id, []).append({"step": step, **values})
+    last = rows[limit - 1] if len(rows) > limit else None
+    every = [report for kept in by_trial.values() for report in kept]
     return plain({"experiment_id": experiment_id, "names": _reported(every),
-                  "trials": [{"trial_id": t, "metrics": _only(rows, names)} for t, rows in by_trial.items()]})
+                  "trials": [{"trial_id": t, "metrics": _only(kept, names)} for t, kept in by_trial.items()],
+                  "next": f"{last[0]}:{last[1]}" if last is not None else None})
 
 
 def _reported(rows: list[dict[str, Any]]) -> list[str]:

@@ -168,11 +168,15 @@ class ExperimentRecords:
                                 .order_by(table.c.id)).mappings().all()
         return [_shown(r) for r in rows]
 
-    def trial_metrics(self, trial_id: int) -> list[dict[str, Any]]:
+    def trial_metrics(self, trial_id: int, *, after: int | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
+        """A trial's reports by step: all of them, or the first ``limit`` with a step past ``after``."""
         table = schema.metrics
+        query = select(table.c.step, table.c["values"]).where(table.c.trial_id == trial_id)
+        if after is not None:
+            query = query.where(table.c.step > after)
         with self.engine.begin() as conn:
-            rows = conn.execute(select(table.c.step, table.c["values"]).where(table.c.trial_id == trial_id)
-                                .order_by(table.c.step)).all()
+            rows = conn.execute(query.order_by(table.c.step).limit(limit)).all()
         return [{"step": step, **values} for step, values in rows]
 
     def trial_checkpoints(self, trial_id: int, *, include_deleted: bool = False) -> list[dict[str, Any]]:

@@ -571,3 +571,14 @@ def test_pages_on_a_preloaded_dask_scheduler(browser: Browser, preloaded_schedul
     assert status == 200 and '<a href="airflowless">Airflowless</a>' in html
     plots = json.loads(fetch(dashboard + "individual-plots.json")[1])
     assert plots["Airflowless Serve"] == "/airflowless/serve" and "Individual Task Stream" in plots
+
+
+def test_a_trial_page_joins_the_pages_of_a_long_history(browser: Browser, dashboard: str) -> None:
+    """10,005 reports come in two pages of the metrics read; the trial page shows the last of them."""
+    store = open_store()
+    experiment_id = store.create_experiment("long", kind="tune", config={}, metric="loss", mode="min")
+    trial_id = store.add_trial(experiment_id, "t0", config={})
+    store.record_batch([(trial_id, step, {"loss": 1 / step}) for step in range(1, 10_006)], {})
+    show(browser, dashboard, f"airflowless/trials/{trial_id}", None,
+         until="/10005/.test(document.querySelector('table.reports') ? "
+               "document.querySelector('table.reports').textContent : '')")

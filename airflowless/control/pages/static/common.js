@@ -89,6 +89,19 @@ window.AF = (function () {
 
   const getJSON = (path) => request("GET", path);
 
+  /* A read that comes in pages (metrics): each answer's `next` is the `after` of the one after it, null on
+   * the last. `merge(whole, page)` returns a new answer of both (the answers as they came stay untouched:
+   * they are what a 304 gives back). */
+  async function getPages(path, merge) {
+    let whole = await getJSON(path);
+    while (whole && whole.next != null) {
+      const page = await getJSON(path + (path.includes("?") ? "&" : "?") + "after=" + encodeURIComponent(whole.next));
+      whole = merge(whole, page);
+    }
+    return whole;
+  }
+  const union = (a, b) => [...new Set([...(a || []), ...(b || [])])].sort();
+
   /* A list out of an answer that is a list or {key: list}. */
   function list(data, ...keys) {
     if (Array.isArray(data)) return data;
@@ -497,7 +510,7 @@ window.AF = (function () {
 
   setupNav();
 
-  return { root, api, el, svg, getJSON, request, fetches, list, poll, replace, content, section, badge, duration, time,
+  return { root, api, el, svg, getJSON, getPages, union, request, fetches, list, poll, replace, content, section, badge, duration, time,
            number, bytes, link, table, lineChart, liveChart, legend, actionButton, update, setText, setAttr, arrange,
            PALETTE, id: body.dataset.id };
 })();

@@ -3,13 +3,20 @@
  * and early-ended trials are drawn dashed. */
 "use strict";
 (function () {
-  const { el, getJSON, poll, section, table, badge, replace, legend, link, number, actionButton } = AF;
+  const { el, getJSON, getPages, union, poll, section, table, badge, replace, legend, link, number, actionButton } = AF;
   const id = AF.id;
   const INACTIVE = new Set(["paused", "errored", "error", "stopped", "completed_with_errors"]);
   const HIDDEN = new Set(["step", "training_iteration", "timestamp", "done", "trial_id", "date", "time_this_iter_s", "time_total_s"]);
   let chosen = null;       // the metric the curves show
   const cache = new Map(); // trial id -> {iterations, status, history: [{step, metric: value...}]}
   const BATCH = 200;       // trial ids per request (beyond that, one request for every trial)
+
+  function merge(all, page) { // two pages of reports by trial: a trial may go on from one to the next
+    const byTrial = new Map(all.trials.map((t) => [t.trial_id, t.metrics]));
+    page.trials.forEach((t) => byTrial.set(t.trial_id, (byTrial.get(t.trial_id) || []).concat(t.metrics)));
+    return { ...page, names: union(all.names, page.names),
+             trials: [...byTrial].map(([trialId, metrics]) => ({ trial_id: trialId, metrics: metrics })) };
+  }
 
   async function fetchHistories(experimentId, trials) {
     const stale = trials.filter((t) => {
@@ -19,7 +26,8 @@
     if (!stale.length) return true;
     const only = stale.length === trials.length || stale.length > BATCH ? ""
       : "?" + stale.map((t) => "trial=" + encodeURIComponent(t.id)).join("&");
-    const answer = await getJSON("experiments/" + encodeURIComponent(experimentId) + "/metrics" + only).catch(() => null);
+    const answer = await getPages("experiments/" + encodeURIComponent(experimentId) + "/metrics" + only, merge)
+      .catch(() => null);
     if (answer === null) return false; // keep what was drawn; the next refresh asks again
     const byId = new Map(trials.map((t) => [t.id, t]));
     (answer.trials || []).forEach((entry) => {

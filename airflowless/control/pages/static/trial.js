@@ -1,12 +1,13 @@
 /* One trial: its config, every report (curves of each metric and the table), its checkpoints. */
 "use strict";
 (function () {
-  const { el, getJSON, poll, section, table, badge, update, setText, lineChart, link, number, time } = AF;
+  const { el, getJSON, getPages, union, poll, section, table, badge, update, setText, lineChart, link, number, time } = AF;
   const id = AF.id;
   poll(async function () {
     const [trial, history, kept] = await Promise.all([
       getJSON("trials/" + encodeURIComponent(id)),
-      getJSON("trials/" + encodeURIComponent(id) + "/metrics"),
+      getPages("trials/" + encodeURIComponent(id) + "/metrics", (all, page) =>
+        ({ ...page, names: union(all.names, page.names), metrics: all.metrics.concat(page.metrics) })),
       getJSON("trials/" + encodeURIComponent(id) + "/checkpoints"),
     ]);
     setText(document.getElementById("heading"), "Trial " + trial.id + " · " + (trial.name || ""));
