@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import uuid
 from typing import Any
 
@@ -51,6 +52,16 @@ from .wrappers import ParameterizedTrainable
 __all__ = ["Tuner"]
 
 STATE_FILE = "experiment_state.pkl"
+_UNFINISHED = ("running", "interrupted")  # an experiment whose driver or cluster went away
+log = logging.getLogger(__name__)
+
+
+def _saved_state(path: str) -> dict[str, Any]:
+    """The signed state ``fit()`` saves in an experiment's folder ``path``."""
+    state: dict[str, Any] = cloudpickle.loads(read_signed(
+        f"{path.rstrip('/')}/{STATE_FILE}",
+        advice="Do not restore it: start the experiment again with Tuner(...).fit() under a new name."))
+    return state
 
 
 class Tuner:
@@ -115,16 +126,53 @@ class Tuner:
                 raise ConfigError(f"no experiment at {path_or_name!r}: expected its folder (with {STATE_FILE}) "
                                   "or its name as `airflowless experiments list` shows it")
             path = found["storage_path"]
-        state = cloudpickle.loads(read_signed(
-            f"{path.rstrip('/')}/{STATE_FILE}",
-            advice="Do not restore it: start the experiment again with Tuner(...).fit() under a new name."))
+        state = _saved_state(path)
         tuner = cls(trainable if trainable is not None else state["trainable"], param_space=state["param_space"],
                     tune_config=state["tune_config"], run_config=state["run_config"])
-        tuner.name = state["name"]
-        tuner._restored = state
-        tuner._reopen = {"resume_unfinished": resume_unfinished, "resume_errored": resume_errored,
-                         "restart_errored": restart_errored}
+        tuner._continue(state, resume_unfinished=resume_unfinished, resume_errored=resume_errored,
+                        restart_errored=restart_errored)
         return tuner
+
+    def _continue(self, state: dict[str, Any], **reopen: bool) -> None:
+        self.name = state["name"]
+        self._restored = state
+        self._reopen = reopen
+
+    def _continue_earlier_attempt(self) -> None:
+        """Inside a pipeline stage that ran before in the same run (a ``--resume``, or the stage's retry):
+        continue the experiment that attempt left unfinished (its driver or cluster died) from its trials'
+        checkpoints, as ``Tuner.restore`` would, instead of starting a second one from scratch. Errored
+        trials run again from their checkpoints too (the stage runs again because something was fixed)."""
+        from ..dag.interrupt import current_stage
+        from ..store import open_store
+
+        started_by = current_stage()
+        if started_by is None:
+            return
+        run_id, node = started_by
+        store = open_store()
+        earlier: list[dict[str, Any]] = []
+        attempt: int | None = run_id
+        while attempt is not None and not earlier:  # this run, then the one it resumes, and so on back
+            earlier = [e for e in store.experiments_of_run(attempt)
+                       if e["stage"] == node and e["kind"] == "tune" and e["status"] in _UNFINISHED
+                       and (self.run_config.name is None or e["name"] == self.run_config.name)]
+            try:
+                attempt = store.get_run(attempt).resumed_from
+            except KeyError:
+                attempt = None
+        if not earlier:
+            return
+        found = store.find_experiment(earlier[-1]["id"]) or {}
+        path = found.get("storage_path")
+        if not path or not self.can_restore(path):
+            return
+        state = _saved_state(path)
+        self.param_space, self.tune_config, self.run_config = (state["param_space"], state["tune_config"],
+                                                               state["run_config"])
+        self._continue(state, resume_unfinished=True, resume_errored=True, restart_errored=False)
+        log.warning("stage %s of run %d: continuing experiment %r (id %d), which an earlier attempt left %s",
+                    node, run_id, self.name, found["id"], found.get("status"))
 
     # -- running ---------------------------------------------------------------------
     def _searcher(self) -> Searcher:
@@ -152,6 +200,8 @@ class Tuner:
     def fit(self) -> ResultGrid:
         from ..runtime import cluster_client
 
+        if self._restored is None:
+            self._continue_earlier_attempt()
         scheduler = self.tune_config.scheduler
         if scheduler is not None:
             scheduler.set_search_properties(self.tune_config.metric, self.tune_config.mode)

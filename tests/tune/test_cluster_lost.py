@@ -111,3 +111,82 @@ def test_fit_raises_when_the_scheduler_dies_and_restore_goes_on(tmp_path: Path, 
         for cluster in (first_cluster, second_cluster):
             if cluster is not None:
                 stop_process_cluster(cluster)
+
+
+PIPELINE = f'''{DRIVER_HEAD}
+import os
+
+from airflowless import pipeline, stage
+
+MARKS = Path(os.environ["MARKS"])
+ITERATIONS, CHECKPOINT_EVERY, PAUSE = 20, 1, 0.15
+
+
+@stage
+def search(n: int) -> list:
+    grid = tune.Tuner(tune.with_resources(trainable, {{"CPU": 0.5}}),
+                      param_space={{"x": tune.grid_search(list(range(n)))}},
+                      tune_config=tune.TuneConfig(metric="score", mode="max")).fit()
+    return [[h["it"] for h in r.metrics_history] for r in grid]
+
+
+@pipeline
+def searched(n: int = 2):
+    return search(n)
+'''
+
+
+def test_a_resumed_run_continues_the_experiment_its_tuner_stage_left_when_the_scheduler_died(
+        tmp_path: Path, home: Path) -> None:
+    """``airflowless run --resume`` after the scheduler died inside a Tuner stage: the same experiment goes on."""
+    module, marks, env, db = prepare(tmp_path, home, PIPELINE)
+    env["MARKS"] = str(marks)
+    first_cluster = start_process_cluster(n_workers=2, log_dir=tmp_path / "logs-1", env={"AIRFLOWLESS_HOME": str(home)})
+    second_cluster = None
+    try:
+        first = subprocess.Popen([sys.executable, "-m", "airflowless.cli", "run", str(module)],
+                                 env={**env, "AIRFLOWLESS_ADDRESS": first_cluster.address}, cwd=tmp_path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def experiments() -> list[dict[str, Any]]:
+            store = open_store(db)
+            try:
+                return [{**e, "trials": store.list_trials(e["id"])} for e in store.list_experiments()]
+            finally:
+                store.close()
+
+        def part_way() -> bool:
+            assert first.poll() is None, "the run ended before the kill:\n" + (first.stdout.read() if first.stdout else "")
+            try:
+                found = experiments()
+            except Exception:  # being created
+                return False
+            return len(found) == 1 and len(found[0]["trials"]) == 2 and all(
+                (t["iterations"] or 0) >= 3 for t in found[0]["trials"])
+
+        eventually(part_way, timeout=120, interval=0.1, message=lambda: f"no progress: {experiments()}")
+        os.killpg(first_cluster.scheduler_pid, signal.SIGKILL)
+        output, _ = first.communicate(timeout=90)
+        assert first.returncode != 0, output
+        run_id = open_store(db).list_runs()[0].id
+        stop_process_cluster(first_cluster)
+
+        second_cluster = start_process_cluster(n_workers=2, log_dir=tmp_path / "logs-2",
+                                               env={"AIRFLOWLESS_HOME": str(home)})
+        second = subprocess.run([sys.executable, "-m", "airflowless.cli", "run", str(module), "--resume", str(run_id)],
+                                env={**env, "AIRFLOWLESS_ADDRESS": second_cluster.address}, cwd=tmp_path,
+                                capture_output=True, text=True, timeout=180)
+        assert second.returncode == 0, second.stdout + second.stderr
+        after = experiments()
+        assert len(after) == 1, [(e["id"], e["name"], e["status"]) for e in after]  # the same one, not a second
+        assert after[0]["status"] == "completed" and {t["status"] for t in after[0]["trials"]} == {"completed"}
+        for trial in after[0]["trials"]:  # continued from a checkpoint, every report kept once
+            runs = starts(marks, trial["name"])
+            assert len(runs) == 2 and runs[1] > 0, (trial["name"], runs)
+            store = open_store(db)
+            assert [row["step"] for row in store.trial_metrics(trial["id"])] == list(range(1, 21))
+            store.close()
+    finally:
+        for cluster in (first_cluster, second_cluster):
+            if cluster is not None:
+                stop_process_cluster(cluster)
