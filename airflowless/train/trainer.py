@@ -30,6 +30,7 @@ from .checkpoint import Checkpoint, CheckpointManager, delete_checkpoint
 from .config import DataConfig, RunConfig, ScalingConfig
 from .recorder import Recorder, StoreRecorder
 from .result import Result
+from .transient import network_failure
 from .worker_group import RankSpec, WorkerGroup, pickle_code
 
 __all__ = ["BaseTrainer", "DataParallelTrainer", "FitRun"]
@@ -301,6 +302,7 @@ class BaseTrainer:
         history: list[dict[str, Any]] = []
         state: dict[str, Any] = {"step": start_step, "metrics": None}
         failures, error = 0, None
+        network_retries = 0  # attempts given beyond max_failures because the ranks' network failed
         max_failures = self.run_config.failure_config.max_failures
         checkpoint = self.resume_from_checkpoint
 
@@ -360,7 +362,14 @@ class BaseTrainer:
                 except RankFailedError as exc:
                     failures += 1
                     recorder.on_restart(failures, str(exc).splitlines()[0])
-                    if max_failures != -1 and failures > max_failures:
+                    over = max_failures != -1 and failures > max_failures + network_retries
+                    cause = network_failure(str(exc)) if over and not network_retries else None
+                    if cause is not None:  # not the training's fault: one more attempt (see .transient)
+                        network_retries = 1
+                        log.warning("the ranks' network failed (%s); restarting the ranks once more from %s",
+                                    cause, "the latest checkpoint" if manager.latest or checkpoint else "the start")
+                        continue
+                    if over:
                         error = TrainingFailedError(
                             f"training failed ({failures} failure(s), FailureConfig.max_failures={max_failures}): {exc}")
                         break

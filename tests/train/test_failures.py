@@ -240,3 +240,44 @@ def test_a_finished_rank_whose_worker_dies_is_not_run_again_alone(tmp_path: Path
                                             "PYTHONPATH": root})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert "RANK1-RUNS 1 " in done.stdout, done.stdout[-3000:]
+
+
+def _loop_whose_network_fails(config: dict[str, Any]) -> None:
+    """Raises XGBoost's own error, worded as its collective words a refused connection, ``config["fail"]``
+    times (one mark file per failure), then reports."""
+    from xgboost.core import XGBoostError
+
+    marks = sorted(Path(config["marks"]).iterdir())
+    if train.get_context().world_rank == 0 and len(marks) < config["fail"]:
+        Path(config["marks"], f"failed-{len(marks)}").write_text("")
+        raise XGBoostError(config["error"])
+    train.report({"attempt": len(marks)})
+
+
+NETWORK_ERROR = ("[10:02:11] /workspace/src/collective/result.cc:83: [comm.cc:220|10:02:11]:\n"
+                 "- [socket.h:348|10:02:11]: Socket error. Connection refused")
+
+
+@pytest.mark.parametrize(("error", "fail", "ends"), [
+    (NETWORK_ERROR, 1, "completed after one more attempt"),
+    (NETWORK_ERROR, 2, "failed: one more attempt only"),
+    ("[10:02:11] src/learner.cc:712: Check failed: the label must be in [0, 1]", 1, "failed: not the network"),
+], ids=["network-once", "network-twice", "not-network"])
+def test_a_fit_gets_one_more_attempt_when_the_ranks_network_failed(
+        tmp_path: Path, error: str, fail: int, ends: str, caplog: pytest.LogCaptureFixture) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    trainer = DataParallelTrainer(_loop_whose_network_fails, scaling_config=ScalingConfig(num_workers=2),
+                                  train_loop_config={"marks": str(marks), "fail": fail, "error": error})
+    with caplog.at_level(logging.WARNING, logger="airflowless.train.trainer"):
+        if ends.startswith("completed"):
+            result = trainer.fit()
+            assert result.error is None and result.metrics == {"attempt": 1}
+        else:
+            with pytest.raises(train.TrainingFailedError, match="XGBoostError") as raised:
+                trainer.fit()
+            assert f"{fail} failure(s), FailureConfig.max_failures=0" in str(raised.value)
+    retried = [r.getMessage() for r in caplog.records if "network failed" in r.getMessage()]
+    assert len(retried) == (0 if ends.endswith("not the network") else 1), retried
+    if retried:
+        assert "Connection refused" in retried[0] and "once more" in retried[0]
