@@ -23,6 +23,7 @@ from typing import Any, overload
 
 from ..errors import ConfigError, UsageError
 from ..names import check_name
+from ..pickled import PickledOnce, Sealed
 
 __all__ = ["Stage", "StageOptions", "stage", "TRIGGERS"]
 
@@ -133,11 +134,20 @@ class Stage:
     def __init__(self, fn: Callable[..., Any], options: StageOptions, name: str | None = None) -> None:
         if not callable(fn):
             raise UsageError(f"@stage decorates a function, got {fn!r}")
-        self.fn = fn
+        self._fn: Callable[..., Any] | Sealed = fn
         self.options = options
         self.name = check_name("@stage(name=...)", fn.__name__ if name is None else name)
         self.signature = inspect.signature(fn)
         functools.update_wrapper(self, fn)
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The user's function (opened here, on first use, when it came sealed: see :meth:`__getstate__`)."""
+        fn = self._fn
+        if isinstance(fn, Sealed):
+            fn = self._fn = fn.open()
+            self.__wrapped__ = fn
+        return fn
 
     @functools.cached_property
     def code_hash(self) -> str:
@@ -184,9 +194,22 @@ class Stage:
         return f"<stage {self.name}{self.signature}>"
 
     def __getstate__(self) -> dict[str, Any]:
+        """The function goes as bytes pickled once here (:class:`~airflowless.pickled.Sealed`): the
+        scheduler copies them unopened, so a traceback on the worker names the user's file."""
         state = dict(self.__dict__)
         state.pop("code_hash", None)
+        state.pop("__wrapped__", None)
+        state.pop("_sealed_fn", None)
+        state["_fn"] = self._sealed()
         return state
+
+    def _sealed(self) -> Sealed:
+        if isinstance(self._fn, Sealed):
+            return self._fn
+        sealed = self.__dict__.get("_sealed_fn")
+        if sealed is None:
+            sealed = self.__dict__["_sealed_fn"] = PickledOnce(self._fn).sealed()
+        return sealed
 
 
 @overload

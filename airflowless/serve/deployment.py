@@ -13,11 +13,13 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, overload
 
 from ..errors import ConfigError, UsageError
+from ..pickled import PickledOnce, Sealed
 from .application import Application
 from .config import DeploymentConfig
 from .routing import HTTPRoute, http_routes
@@ -62,6 +64,11 @@ class Deployment:
         self.config = config
         self.http_routes: dict[str, HTTPRoute] = http_routes(target)
         """What HTTP reaches as the ingress: path under the route prefix -> method (see :mod:`.routing`)."""
+
+    @functools.cached_property
+    def sealed_target(self) -> Sealed:
+        """The target pickled once, as replicas' specs carry it through the scheduler (see :mod:`..pickled`)."""
+        return PickledOnce(self.target).sealed()
 
     @property
     def is_function(self) -> bool:

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._dask_internals import get_scheduler_metadata, set_scheduler_metadata
+from ..pickled import Sealed
 from ..runtime.plugins import PLUGIN_NAME
 from .context import set_host_worker
 from .errors import BadRequestError, ReplicaStuckError
@@ -95,7 +96,7 @@ class ReplicaSpec:
     app_name: str
     deployment_name: str
     replica_id: str
-    target: Any
+    target: Any  # the class or function, sealed (:mod:`..pickled`): opened on the worker
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     user_config: Any = None
@@ -110,11 +111,12 @@ class Replica:
 
     def __init__(self, spec: ReplicaSpec) -> None:
         self.spec = spec
-        self.is_function = not inspect.isclass(spec.target)
-        self.user = spec.target if self.is_function else spec.target(*spec.args, **spec.kwargs)
+        target = spec.target.open() if isinstance(spec.target, Sealed) else spec.target
+        self.is_function = not inspect.isclass(target)
+        self.user = target if self.is_function else target(*spec.args, **spec.kwargs)
         if spec.user_config is not None and hasattr(self.user, "reconfigure"):
             self.user.reconfigure(spec.user_config)
-        marked = ingress_app(spec.target)
+        marked = ingress_app(target)
         self._asgi = ReplicaApp(marked, self.user) if marked is not None else None
         self.ongoing = 0
         self.draining = False

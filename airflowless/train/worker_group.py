@@ -442,6 +442,10 @@ class WorkerGroup:
 
         Queue(self.decisions, client=self.client).put("STOP" if stop else "CONTINUE")
 
+    def workers_alive(self) -> bool:
+        """Whether every worker this group's ranks were placed on is still in the cluster."""
+        return set(self.workers) <= set(worker_addresses(self.client))
+
     def request_stop(self) -> None:
         from distributed import Event
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ClusterLostError
 from ..integrity import current_key
+from ..pickled import PickledOnce
 from ..runtime.topics import Subscription
 from ..train.trainer import BaseTrainer
 from .callback import CallbackList
@@ -48,7 +49,6 @@ from .function_trial import (
     run_function_trial,
     stop_function_trial,
 )
-from .pickled import PickledOnce
 from .recording import ExperimentRecorder
 from .trainables import TrainerEnded, TrainerReport, TrainerTrial
 from .trial import TrialStatus

@@ -34,10 +34,10 @@ import threading
 import time
 from typing import Any
 
+from ..pickled import Sealed
 from ..settings import get_settings
 from ..train.checkpoint import Checkpoint
 from ..train.context import Session, StopRequested, TrainContext, session_scope
-from .pickled import Sealed
 
 __all__ = ["run_function_trial", "resume_function_trial", "release_function_trial", "stop_function_trial",
            "ParkedTrialLost"]

@@ -30,6 +30,7 @@ import fsspec
 from ..errors import ConfigError, TrialsErroredError
 from ..integrity import read_signed, write_signed
 from ..names import join_under
+from ..pickled import PickledOnce
 from ..train.checkpoint import Checkpoint
 from ..train.config import RunConfig
 from ..train.prepared import prepared_cache, usage_since
@@ -39,7 +40,6 @@ from ..train.trainer import BaseTrainer
 from .config import TuneConfig
 from .controller import Completed, Failed, TuneController
 from .driver import TuneDriver
-from .pickled import PickledOnce
 from .recording import ExperimentRecorder
 from .result_grid import ResultGrid
 from .search.searcher import BasicVariantGenerator, Searcher

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from .pickled import Sealed
+from ..pickled import Sealed
 
 __all__ = ["with_parameters", "with_resources", "ParameterizedTrainable", "run_parameterized_trial"]
 

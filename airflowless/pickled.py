@@ -1,12 +1,18 @@
-"""An object pickled once on the driver, however often it is sent or saved.
+"""User code pickled once on the driver, and carried through the scheduler unopened.
 
 A Tuner sends its trainable with every trial's task and saves it with every
 state of the experiment; pickling a function by value each time is most of a
 no-work trial's cost on the driver. ``PickledOnce(obj)`` pickles ``obj`` when
 built and unpickles as ``obj`` itself, a fresh copy each time, as before.
-``Sealed`` carries the same bytes through the scheduler unopened: a task's
-arguments are unpickled there and pickled again for the worker, and the
-user's function should not be (a ``Sealed`` is opened by the task, on its worker).
+
+``Sealed`` carries the same bytes through the scheduler unopened: distributed's
+scheduler unpickles a task's arguments and pickles them again for the worker,
+with cloudpickle's own rules where it never imported airflowless (a plain
+``dask scheduler``), which from cloudpickle 3.1.3 on write ``"<dynamic-code>"``
+as the file of every function pickled by value, so a traceback from the worker
+would not name the user's file. A ``Sealed`` is opened by the task, on its
+worker. Stages (:class:`airflowless.dag.stage.Stage`), trainables and serve
+replicas' classes travel so.
 
 >>> import pickle
 >>> pickle.loads(pickle.dumps(PickledOnce({"x": 1})))
