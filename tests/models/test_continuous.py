@@ -1,7 +1,7 @@
 """Continuous training end to end (pipelines/taxi_continuous.py): eight simulated days on a clock the test moves.
 
-The service runs in this process with the test's clock; its drivers are real child processes, each with an
-embedded cluster. Each day lands as a folder and is scored by the champion (a file trigger); a retraining
+The service runs in this process with the test's clock; its drivers are real child processes that join the
+session's cluster. Each day lands as a folder and is scored by the champion (a file trigger); a retraining
 with a deliberately broken labelling job (half the labels flipped) is registered but rejected; the weekly
 schedule's retraining beats the champion and is promoted; the deployment bound to
 ``models:/taxi-big-tip@champion`` rolls to it under load, never serving the rejected version, with no failed
@@ -90,9 +90,12 @@ def _output(run: Any, stage: str) -> Any:
 
 
 def test_eight_days_score_daily_promote_one_better_model_and_never_serve_a_worse_one(
-        serve_url: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        serve_url: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cluster_client: Any) -> None:
     db = f"sqlite:///{tmp_path / 'record.db'}"
     monkeypatch.setenv("AIRFLOWLESS_DB", db)
+    # the service's drivers run their pipelines on the session's cluster (a real scheduler they join), as a
+    # service beside `cluster up` does, instead of starting an embedded cluster each
+    monkeypatch.setenv("AIRFLOWLESS_ADDRESS", cluster_client.scheduler.address)
     days, scores = tmp_path / "days", tmp_path / "scores"
     first = date(2026, 11, 3)  # a Tuesday: the weekly retraining (Mondays 03:00) falls on the seventh day
     for n in range(4, 0, -1):
