@@ -28,8 +28,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .api import ApiHandler
 from .errors import BadRequest, NotFound, TooLarge, Unprocessable
+from .handler import ApiHandler
 
 __all__ = ["routes", "deployments", "deployment", "queue"]
 

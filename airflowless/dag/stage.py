@@ -13,21 +13,35 @@ graph and returns a :class:`StageRef` standing for its output.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import ConfigError, UsageError
 from ..names import check_name
 from ..pickled import PickledOnce, Sealed
 
-__all__ = ["Stage", "StageOptions", "stage", "TRIGGERS"]
+if TYPE_CHECKING:
+    from .trace import Trace
+
+__all__ = ["Stage", "StageOptions", "stage", "TRIGGERS", "current_trace"]
 
 TRIGGERS = ("all_success", "all_done", "one_failed")  # when a stage runs, by how its inputs' stages ended
+
+_tracing: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("airflowless_trace", default=None)
+
+
+def current_trace() -> Trace | None:
+    """The :class:`~.trace.Trace` recording stage calls now (a pipeline function being traced), or None.
+
+    Kept here, beside the stage calls it redirects, so that this module needs nothing of :mod:`.trace`,
+    which sets it (:func:`.trace.tracing`)."""
+    return _tracing.get()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,8 +171,6 @@ class Stage:
         ).hexdigest()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from .trace import current_trace
-
         trace = current_trace()
         if trace is None:
             return self.fn(*args, **kwargs)
@@ -178,8 +190,6 @@ class Stage:
         >>> square.map([1, 2, 3], plus=1)
         [2, 5, 10]
         """
-        from .trace import current_trace
-
         trace = current_trace()
         if trace is None:
             return [self.fn(item, *args, **kwargs) for item in over]

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import PipelineDefinitionError
 from .graph import Graph, Node, StageRef
 from .mapping import MapError, check_width
-
-if TYPE_CHECKING:
-    from .stage import Stage
+from .stage import Stage, _tracing, current_trace
 
 __all__ = ["Trace", "current_trace", "tracing"]
-
-_current: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("airflowless_trace", default=None)
 
 
 class Trace:
@@ -57,15 +52,11 @@ class Trace:
         return self.graph.add(Node(name, stage, tuple(args), dict(kwargs), over=over))
 
 
-def current_trace() -> Trace | None:
-    return _current.get()
-
-
 @contextlib.contextmanager
 def tracing(pipeline: str) -> Iterator[Trace]:
     trace = Trace(pipeline)
-    token = _current.set(trace)
+    token = _tracing.set(trace)
     try:
         yield trace
     finally:
-        _current.reset(token)
+        _tracing.reset(token)

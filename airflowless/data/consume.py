@@ -17,12 +17,13 @@ from typing import Any
 import pyarrow as pa
 
 from .execution.executor import Execution, stream
-from .logical.operators import Fused, Limit, LogicalOp, MapBlocks
+from .logical.operators import FromBlocks, Fused, Limit, LogicalOp, MapBlocks
 from .optimizer import optimize
 from .physical.lowering import lower
 from .transforms import BlockTransform
 
-__all__ = ["iter_blocks", "iter_futures", "map_reduce", "last_execution", "execution_of", "remember", "Terminal"]
+__all__ = ["iter_blocks", "iter_futures", "map_reduce", "materialized", "last_execution", "execution_of", "remember",
+           "Terminal"]
 
 _last: dict[str, Execution] = {}
 _BAR_DELAY_S = 1.0
@@ -134,3 +135,21 @@ def map_reduce(plan: LogicalOp, fn: Callable[[pa.Table], Any], name: str) -> lis
         for future in stream(ex, physical, fetch=False):
             results.append(future.result())
         return results
+
+
+def materialized(plan: LogicalOp) -> FromBlocks:
+    """Run ``plan`` now and keep its blocks on the cluster: the plan of those blocks (``Dataset.materialize``).
+
+    Its :func:`execution_of` is the run that made it (so ``stats()`` of a materialized dataset are that run's).
+    """
+    blocks: list[Any] = []
+    rows: list[int] = []
+    ran = None
+    for ex, future in iter_futures(plan):
+        blocks.append(future)
+        rows.append(ex.rows(future))
+        ran = ex
+    done = FromBlocks(tuple(blocks), tuple(rows), "Materialized")
+    if ran is not None:
+        remember(done, ran)
+    return done

@@ -21,12 +21,13 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import ConfigError, UsageError
-from . import batches
+from . import batches, splits
 from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
 from .block import check_format, concat, to_batch
 from .compute import concurrency_bound
-from .consume import execution_of, iter_blocks, iter_futures, map_reduce, remember
+from .consume import execution_of, iter_blocks, map_reduce, materialized
 from .expressions import to_arrow
+from .grouped import GroupedData
 from .logical import operators as lo
 from .logical.operators import render
 from .stats import DatasetStats, OperatorStats
@@ -186,9 +187,7 @@ class Dataset(batches.BatchIterable):
         return Dataset(lo.Sort(self._plan, keys, _directions(keys, descending)))
 
     def groupby(self, key: str | Sequence[str]) -> GroupedData:
-        from .grouped import GroupedData
-
-        return GroupedData(self, (key,) if isinstance(key, str) else tuple(key))
+        return GroupedData(self, (key,) if isinstance(key, str) else tuple(key), Dataset)
 
     def union(self, *others: Dataset) -> Dataset:
         return Dataset(lo.Union((self._plan, *(o._plan for o in others))))
@@ -225,34 +224,20 @@ class Dataset(batches.BatchIterable):
     # -- splits (these run the plan: they need row counts) ---------------------
     def materialize(self) -> Dataset:
         """Run the plan now and keep the blocks on the cluster."""
-        blocks: list[Any] = []
-        rows: list[int] = []
-        ran = None
-        for ex, future in iter_futures(self._plan):
-            blocks.append(future)
-            rows.append(ex.rows(future))
-            ran = ex
-        materialized = Dataset(lo.FromBlocks(tuple(blocks), tuple(rows), "Materialized"))
-        if ran is not None:  # its stats() are those of the run that made it
-            remember(materialized._plan, ran)
-        return materialized
+        return Dataset(materialized(self._plan))
 
     def train_test_split(self, test_size: float | int, *, shuffle: bool = False,
                          seed: int | None = None) -> tuple[Dataset, Dataset]:
         """(train, test): the last ``test_size`` (a fraction or a row count) of the rows go to test."""
-        from .splits import train_test_split
-
-        return train_test_split(self, test_size, shuffle=shuffle, seed=seed)
+        plan = self.random_shuffle(seed=_new_seed() if seed is None else seed)._plan if shuffle else self._plan
+        train, test = splits.train_test_split(plan, test_size)
+        return Dataset(train), Dataset(test)
 
     def split_at_indices(self, indices: Sequence[int]) -> list[Dataset]:
-        from .splits import split_at_indices
-
-        return split_at_indices(self, indices)
+        return [Dataset(part) for part in splits.split_at_indices(self._plan, indices)]
 
     def split_proportionately(self, proportions: Sequence[float]) -> list[Dataset]:
-        from .splits import split_proportionately
-
-        return split_proportionately(self, proportions)
+        return [Dataset(part) for part in splits.split_proportionately(self._plan, proportions)]
 
     def streaming_split(self, n: int, *, equal: bool = False) -> list[Dataset]:
         """``n`` datasets that stream their own share of the rows (one per training rank).
@@ -263,7 +248,6 @@ class Dataset(batches.BatchIterable):
         (exactly equal row counts), cut by row position instead.
         """
         from .optimizer import optimize
-        from .splits import split
 
         if n < 1:
             raise ConfigError(f"streaming_split needs n >= 1, got {n}")
@@ -274,7 +258,7 @@ class Dataset(batches.BatchIterable):
             chain.append(node)
             node = node.input
         if equal or not isinstance(node, lo.Read) or node.limit is not None:
-            return split(self, n, equal=equal)
+            return self.split(n, equal=equal)
         from connectors.memory import SubsetSource
 
         parts = []
@@ -286,9 +270,7 @@ class Dataset(batches.BatchIterable):
         return parts
 
     def split(self, n: int, *, equal: bool = False) -> list[Dataset]:
-        from .splits import split
-
-        return split(self, n, equal=equal)
+        return [Dataset(part) for part in splits.split(self._plan, n, equal=equal)]
 
     # -- consumers -----------------------------------------------------------
     def iter_internal_blocks(self) -> Iterator[pa.Table]:
@@ -484,8 +466,6 @@ def _new_seed() -> int:
 
     return random.randrange(2**31)
 
-
-from .grouped import GroupedData  # noqa: E402  (circular: grouped builds Datasets)
 
 
 def _directions(keys: tuple[str, ...], descending: bool | Sequence[bool]) -> tuple[bool, ...]:

@@ -18,16 +18,15 @@ __all__ = ["GroupedData"]
 class GroupedData:
     """Aggregations per group; each returns a Dataset with one row per key, sorted by key."""
 
-    def __init__(self, dataset: Dataset, keys: tuple[str, ...]) -> None:
+    def __init__(self, dataset: Dataset, keys: tuple[str, ...], make: Callable[[lo.LogicalOp], Dataset]) -> None:
         self._dataset = dataset
         self._keys = keys
+        self._make = make  # Dataset(plan): given by the dataset, so this module does not import it
 
     def aggregate(self, *aggs: AggregateFn) -> Dataset:
-        from .dataset import Dataset
-
         if not aggs:
             raise ConfigError("aggregate needs at least one aggregation, e.g. Count() or Mean('x')")
-        return Dataset(lo.Aggregate(self._dataset._plan, self._keys, tuple(aggs)))
+        return self._make(lo.Aggregate(self._dataset._plan, self._keys, tuple(aggs)))
 
     def count(self) -> Dataset:
         return self.aggregate(Count())
@@ -53,6 +52,4 @@ class GroupedData:
 
     def map_groups(self, fn: Callable[[Any], Any], *, batch_format: str = "pandas") -> Dataset:
         """``fn(group) -> batch`` on every group (all rows of a key together)."""
-        from .dataset import Dataset
-
-        return Dataset(lo.MapGroups(self._dataset._plan, self._keys, fn, batch_format))
+        return self._make(lo.MapGroups(self._dataset._plan, self._keys, fn, batch_format))

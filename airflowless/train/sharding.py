@@ -60,5 +60,4 @@ def _cut_evenly(plan: Any, name: str, shards: list[dict[str, Any]], bounds: list
     from ..data.splits import cut_blocks
 
     for rank, part in enumerate(cut_blocks(plan, bounds)):
-        plan_part: Any = part.plan
-        shards[rank][name] = (list(plan_part.blocks), sum(plan_part.rows))
+        shards[rank][name] = (list(part.blocks), sum(part.rows))
