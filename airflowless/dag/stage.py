@@ -213,6 +213,11 @@ class Stage:
         state["_fn"] = self._sealed()
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "fn" in state:  # pickled before stages sealed their function
+            state["_fn"] = state.pop("fn")
+        self.__dict__.update(state)
+
     def _sealed(self) -> Sealed:
         if isinstance(self._fn, Sealed):
             return self._fn

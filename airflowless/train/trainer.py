@@ -363,10 +363,9 @@ class BaseTrainer:
                     failures += 1
                     recorder.on_restart(failures, str(exc).splitlines()[0])
                     over = max_failures != -1 and failures > max_failures + network_retries
+                    cause = network_failure(str(exc)) if over and not network_retries else None
                     # a peer whose worker died is not the network failing: max_failures decides
-                    cause = (network_failure(str(exc)) if over and not network_retries and group.workers_alive()
-                             else None)
-                    if cause is not None:  # not the training's fault: one more attempt (see .transient)
+                    if cause is not None and group.workers_alive():  # not the training's fault (see .transient)
                         network_retries = 1
                         log.warning("the ranks' network failed (%s); restarting the ranks once more from %s",
                                     cause, "the latest checkpoint" if manager.latest or checkpoint else "the start")

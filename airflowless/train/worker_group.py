@@ -443,8 +443,12 @@ class WorkerGroup:
         Queue(self.decisions, client=self.client).put("STOP" if stop else "CONTINUE")
 
     def workers_alive(self) -> bool:
-        """Whether every worker this group's ranks were placed on is still in the cluster."""
-        return set(self.workers) <= set(worker_addresses(self.client))
+        """Whether every worker this group's ranks were placed on is still in the cluster (False when the
+        scheduler cannot say)."""
+        try:
+            return set(self.workers) <= set(worker_addresses(self.client))
+        except Exception:  # the scheduler went away too
+            return False
 
     def request_stop(self) -> None:
         from distributed import Event
