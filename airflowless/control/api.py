@@ -84,7 +84,8 @@ class ExperimentMetrics(ApiHandler):
         cursor = None
         if after is not None:
             trial, _, step = after.partition(":")
-            if not (trial.isdigit() and trial.isascii() and _step(step) is not None):
+            if not (trial.isdigit() and trial.isascii() and len(trial) <= 10 and int(trial) <= _MAX_ID
+                    and _step(step) is not None):
                 raise BadRequest(f"after is the 'next' of the page before, as TRIAL:STEP, got {after[:40]!r}")
             cursor = (int(trial), int(step))
         await self.read(reads.experiment_metrics, _id(experiment_id, "experiment"),

@@ -109,15 +109,17 @@ class ApiHandler(web.RequestHandler):
 
         At most ``_MAX_WAITING_READS`` reads wait for those threads; past that a read is refused at
         once with 503 and ``Retry-After`` (a flood of heavy reads cannot queue up without end). A read
-        whose client left while it waited is never made."""
-        if self.ctx.waiting_reads >= _MAX_WAITING_READS:
+        whose client left while it waited is never made. A POST (an action that writes the record, such
+        as a trigger) is neither refused nor dropped so: it is done once accepted."""
+        action = self.request.method != "GET"
+        if not action and self.ctx.waiting_reads >= _MAX_WAITING_READS:
             raise Busy(f"the API is busy with {self.ctx.waiting_reads} reads of the record; "
                               "retry in a second")
 
         def call() -> str | None:
             from ..errors import StoreError
 
-            if self.gone:
+            if self.gone and not action:
                 return None
             store = self.ctx.store()
             try:

@@ -215,6 +215,8 @@ def execute(
     _check_resources(client, graph)
     _register_by_value(graph)
     ship_sources(client, (node.stage.fn for node in graph.nodes.values()))  # source lines in tracebacks
+    for node in graph.nodes.values():
+        node.stage.reseal()
     client.register_plugin(SigningKeyPlugin(current_key()))  # workers sign and check with our key
     if queued_run is None:
         run_id = store.create_run(graph.pipeline, module=module, params=params,

@@ -210,6 +210,8 @@ class Stage:
         state.pop("code_hash", None)
         state.pop("__wrapped__", None)
         state.pop("_sealed_fn", None)
+        if state.pop("_sealing", False):  # inside its own sealing (the function's globals name the stage):
+            return state  # the function as it is, which that pickle already holds
         state["_fn"] = self._sealed()
         return state
 
@@ -223,8 +225,17 @@ class Stage:
             return self._fn
         sealed = self.__dict__.get("_sealed_fn")
         if sealed is None:
-            sealed = self.__dict__["_sealed_fn"] = PickledOnce(self._fn).sealed()
+            self.__dict__["_sealing"] = True
+            try:
+                sealed = self.__dict__["_sealed_fn"] = PickledOnce(self._fn).sealed()
+            finally:
+                self.__dict__.pop("_sealing", None)
         return sealed
+
+    def reseal(self) -> None:
+        """Pickle the function afresh at its next send: a run starts (a notebook may have changed what the
+        function reads since the last one); within a run, every call of the stage carries the same bytes."""
+        self.__dict__.pop("_sealed_fn", None)
 
 
 @overload

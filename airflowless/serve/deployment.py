@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, overload
@@ -39,7 +38,8 @@ def _config_from(options: dict[str, Any], base: DeploymentConfig | None = None) 
         for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU")):
             if actor_options.get(key):
                 resources[name] = actor_options[key]
-        options["resources"] = {**options.get("resources", {}), **resources}
+        if resources:  # (max_concurrency alone keeps the deployment's resources)
+            options["resources"] = {**options.get("resources", {}), **resources}
     unknown = set(options) - _OPTION_NAMES
     if unknown:
         raise ConfigError(f"unknown deployment option(s) {sorted(unknown)}; expected some of "
@@ -65,9 +65,8 @@ class Deployment:
         self.http_routes: dict[str, HTTPRoute] = http_routes(target)
         """What HTTP reaches as the ingress: path under the route prefix -> method (see :mod:`.routing`)."""
 
-    @functools.cached_property
     def sealed_target(self) -> Sealed:
-        """The target pickled once, as replicas' specs carry it through the scheduler (see :mod:`..pickled`)."""
+        """The target pickled now, as a replica's spec carries it through the scheduler (see :mod:`..pickled`)."""
         return PickledOnce(self.target).sealed()
 
     @property

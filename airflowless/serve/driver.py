@@ -232,7 +232,7 @@ class ServeRuntime:
         try:
             worker = await self._place(key, deployment.config)
             live.worker, live.resources = worker, deployment.config.resources
-            spec = ReplicaSpec(key[0], key[1], replica_id, deployment.sealed_target, args, kwargs,
+            spec = ReplicaSpec(key[0], key[1], replica_id, deployment.sealed_target(), args, kwargs,
                                deployment.config.user_config, threads=deployment.config.max_concurrency)
             dask_key = f"serve-{replica_id.replace('/', '-').replace('#', '-')}-{uuid.uuid4().hex[:8]}"
             future = self.client.submit(Replica, spec, actor=True, key=dask_key, workers=[worker],

@@ -122,6 +122,9 @@ class Replica:
         self.draining = False
         self.stopped = False
         self._executor = ThreadPoolExecutor(spec.threads, thread_name_prefix=f"serve-{spec.replica_id}")
+        # a plain generator's steps and its close go one after another on one thread (see .streaming)
+        self._stream_steps = self._executor if spec.threads == 1 else ThreadPoolExecutor(
+            1, thread_name_prefix=f"serve-{spec.replica_id}-streams")
         self._server: WireServer | None = None
         self._worker: Any = None
         self._state_key = f"{_STATE_PREFIX}{spec.replica_id}:{secrets.token_hex(4)}"
@@ -230,7 +233,7 @@ class Replica:
         stream = None
         try:
             result = await self._run(fn, args, kwargs)
-            stream = as_stream(result, self._executor)
+            stream = as_stream(result, self._stream_steps)
             return result if stream is None else stream
         finally:
             if stream is None:
@@ -283,6 +286,7 @@ class Replica:
     def close(self) -> None:
         """Stop serving without waiting (the worker plugin calls it when the worker closes)."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._stream_steps.shutdown(wait=False, cancel_futures=True)
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None

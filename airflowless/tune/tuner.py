@@ -52,7 +52,6 @@ from .wrappers import ParameterizedTrainable
 __all__ = ["Tuner"]
 
 STATE_FILE = "experiment_state.pkl"
-_UNFINISHED = ("running", "interrupted")  # an experiment whose driver or cluster went away
 log = logging.getLogger(__name__)
 
 
@@ -139,10 +138,14 @@ class Tuner:
         self._reopen = reopen
 
     def _continue_earlier_attempt(self) -> None:
-        """Inside a pipeline stage that ran before in the same run (a ``--resume``, or the stage's retry):
-        continue the experiment that attempt left unfinished (its driver or cluster died) from its trials'
-        checkpoints, as ``Tuner.restore`` would, instead of starting a second one from scratch. Errored
-        trials run again from their checkpoints too (the stage runs again because something was fixed)."""
+        """Inside a stage of a resumed pipeline run (``--resume``): continue the experiment this stage left
+        ``interrupted`` in the run it resumes (its cluster went away; followed back along ``resumed_from``)
+        from its trials' checkpoints, as ``Tuner.restore`` would, instead of starting a second one from
+        scratch. Only an experiment of the same search (its space, and its name when the Tuner has one);
+        errored trials run again from their checkpoints too (the run is resumed because something was fixed).
+
+        Not one left ``running``: its stage's code may still run on a worker whose driver died (a background
+        cluster), and two drivers of one experiment would write over each other."""
         from ..dag.interrupt import current_stage
         from ..store import open_store
 
@@ -151,28 +154,33 @@ class Tuner:
             return
         run_id, node = started_by
         store = open_store()
-        earlier: list[dict[str, Any]] = []
-        attempt: int | None = run_id
-        while attempt is not None and not earlier:  # this run, then the one it resumes, and so on back
-            earlier = [e for e in store.experiments_of_run(attempt)
-                       if e["stage"] == node and e["kind"] == "tune" and e["status"] in _UNFINISHED
-                       and (self.run_config.name is None or e["name"] == self.run_config.name)]
+        space = repr(self.param_space)
+        found: dict[str, Any] | None = None
+        try:
+            attempt = store.get_run(run_id).resumed_from
+        except KeyError:
+            return
+        while attempt is not None and found is None:  # the run it resumes, then the one that resumed, ...
+            for earlier in reversed(store.experiments_of_run(attempt)):
+                if (earlier["stage"] == node and earlier["kind"] == "tune" and earlier["status"] == "interrupted"
+                        and (self.run_config.name is None or earlier["name"] == self.run_config.name)):
+                    row = store.find_experiment(earlier["id"]) or {}
+                    if (row.get("config") or {}).get("param_space") == space:
+                        found = row
+                        break
             try:
                 attempt = store.get_run(attempt).resumed_from
             except KeyError:
                 attempt = None
-        if not earlier:
-            return
-        found = store.find_experiment(earlier[-1]["id"]) or {}
-        path = found.get("storage_path")
-        if not path or not self.can_restore(path):
+        path = (found or {}).get("storage_path")
+        if found is None or not path or not self.can_restore(path):
             return
         state = _saved_state(path)
         self.param_space, self.tune_config, self.run_config = (state["param_space"], state["tune_config"],
                                                                state["run_config"])
         self._continue(state, resume_unfinished=True, resume_errored=True, restart_errored=False)
-        log.warning("stage %s of run %d: continuing experiment %r (id %d), which an earlier attempt left %s",
-                    node, run_id, self.name, found["id"], found.get("status"))
+        log.warning("stage %s of run %d: continuing experiment %r (id %d), which run %s left interrupted",
+                    node, run_id, self.name, found["id"], found.get("run_id"))
 
     # -- running ---------------------------------------------------------------------
     def _searcher(self) -> Searcher:

@@ -75,6 +75,7 @@ def test_metrics_come_in_pages_that_join_up_to_every_report(tmp_path: Path, cont
 
     for bad in (f"trials/{ids['a']}/metrics?after=x", f"trials/{ids['a']}/metrics?limit=10001",
                 f"experiments/{experiment_id}/metrics?after=3", f"experiments/{experiment_id}/metrics?after=a:1",
+                f"experiments/{experiment_id}/metrics?after=99999999999999999999:0",
                 f"experiments/{experiment_id}/metrics?limit=0"):
         status, body = call(base + bad)
         assert status == 400 and ("after" in body["error"] or "limit" in body["error"]), (bad, body)

@@ -86,3 +86,26 @@ def test_a_failed_stage_names_its_file_and_line_on_a_bare_dask_scheduler(tmp_pat
             process.wait(30)
         for log in logs.values():
             log.close()
+
+
+def test_a_stage_that_names_itself_pickles_and_a_new_run_sends_what_its_function_reads_now() -> None:
+    """The sealed bytes hold a stage whose function's globals name the stage (recursion, or a stage reading
+    another's name); each run seals afresh, so a global changed between runs reaches the workers."""
+    import pickle
+
+    import cloudpickle
+
+    namespace: dict = {}
+    exec(  # a module pickled by value, like a notebook's or a script's __main__
+        "from airflowless import stage\n"
+        "FACTOR = 1\n"
+        "@stage\n"
+        "def fact(n: int) -> int:\n"
+        "    return FACTOR if n <= 1 else n * fact.fn(n - 1)\n", namespace)
+    fact = namespace["fact"]
+    copy = pickle.loads(cloudpickle.dumps(fact))
+    assert copy.fn(4) == 24
+    namespace["FACTOR"] = 10
+    assert pickle.loads(cloudpickle.dumps(fact)).fn(4) == 24  # one run: the bytes it started with
+    fact.reseal()  # what the runner does when a run starts
+    assert pickle.loads(cloudpickle.dumps(fact)).fn(4) == 240

@@ -152,7 +152,8 @@ def test_options_and_validation() -> None:
         serve.run(double.bind(), route_prefix="nope")
     with pytest.raises(ValueError, match="max_concurrency"):
         Echo.options(max_concurrency=0)
-    assert Echo.options(ray_actor_options={"max_concurrency": 8}).config.max_concurrency == 8
+    threaded = Echo.options(resources={"CPU": 2}).options(ray_actor_options={"max_concurrency": 8}).config
+    assert (threaded.max_concurrency, threaded.resources) == (8, {"CPU": 2})  # its resources kept
 
 
 def test_run_blocking_serves_until_ctrl_c(tmp_path: object) -> None:
