@@ -83,11 +83,12 @@ class ExperimentMetrics(ApiHandler):
         after = self.get_query_argument("after", None)
         cursor = None
         if after is not None:
-            trial, _, step = after.partition(":")
+            trial, _, text = after.partition(":")
+            step = _step(text)
             if not (trial.isdigit() and trial.isascii() and len(trial) <= 10 and int(trial) <= _MAX_ID
-                    and _step(step) is not None):
+                    and step is not None):
                 raise BadRequest(f"after is the 'next' of the page before, as TRIAL:STEP, got {after[:40]!r}")
-            cursor = (int(trial), int(step))
+            cursor = (int(trial), step)
         await self.read(reads.experiment_metrics, _id(experiment_id, "experiment"),
                         trial_ids=[_id(text, "trial") for text in trials], names=names, after=cursor,
                         **self.metric_page())
@@ -107,10 +108,10 @@ class TrialMetrics(ApiHandler):
     async def get(self, trial_id: str) -> None:
         names = [name for name in self.get_query_arguments("name") if name]
         after = self.get_query_argument("after", None)
-        if after is not None and _step(after) is None:
+        step = None if after is None else _step(after)
+        if after is not None and step is None:
             raise BadRequest(f"after is the 'next' of the page before, a step number, got {after[:40]!r}")
-        await self.read(reads.metrics, _id(trial_id, "trial"), names=names,
-                        after=None if after is None else int(after), **self.metric_page())
+        await self.read(reads.metrics, _id(trial_id, "trial"), names=names, after=step, **self.metric_page())
 
 
 class TrialCheckpoints(ApiHandler):

@@ -156,10 +156,14 @@ class Tuner:
         store = open_store()
         space = repr(self.param_space)
         found: dict[str, Any] | None = None
-        try:
-            attempt = store.get_run(run_id).resumed_from
-        except KeyError:
-            return
+
+        def resumed_from(run: int) -> int | None:
+            try:
+                return store.get_run(run).resumed_from
+            except KeyError:
+                return None
+
+        attempt = resumed_from(run_id)
         while attempt is not None and found is None:  # the run it resumes, then the one that resumed, ...
             for earlier in reversed(store.experiments_of_run(attempt)):
                 if (earlier["stage"] == node and earlier["kind"] == "tune" and earlier["status"] == "interrupted"
@@ -168,10 +172,7 @@ class Tuner:
                     if (row.get("config") or {}).get("param_space") == space:
                         found = row
                         break
-            try:
-                attempt = store.get_run(attempt).resumed_from
-            except KeyError:
-                attempt = None
+            attempt = resumed_from(attempt)
         path = (found or {}).get("storage_path")
         if found is None or not path or not self.can_restore(path):
             return
