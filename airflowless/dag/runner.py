@@ -4,8 +4,10 @@ The driver lowers the graph to Dask: one task per stage, keyed
 ``<stage>-<token>`` so the dashboard's task stream shows stage names, each
 task depending on the tasks of the stages it reads. The whole graph is handed
 to the scheduler at once, so independent stages run in parallel. The driver
-then only watches: it turns task events and results into rows of the record
-(it is the run's one writer).
+then only watches: it hands what it learns (attempts started, tasks ended, the
+clock) to the run's rules (:mod:`.run_state`, no I/O), carries out what they
+answer (submit, expand a mapped stage, cancel), and turns it into rows of the
+record (it is the run's one writer).
 
 Stages whose output is already known — a cache hit, or a finished stage of the
 run being resumed — are not run; if a later stage reads them, their task loads
@@ -39,9 +41,6 @@ from ..errors import (
     ClusterLostError,
     PipelineRunError,
     RunCancelled,
-    StageFailedError,
-    StageSkipped,
-    StageTimeoutError,
 )
 from ..integrity import SigningKeyPlugin, current_key
 from ..names import join_under
@@ -56,6 +55,23 @@ from .mapping import MapError, expand
 from .outputs import output_exists, output_uri
 from .result import RunResult
 from .reuse import still_reusable
+from .run_state import (
+    Action,
+    Cancel,
+    Event,
+    Expand,
+    Expanded,
+    Failed,
+    NotExpanded,
+    Record,
+    Retrying,
+    RunState,
+    Say,
+    Started,
+    Submit,
+    Succeeded,
+    Tick,
+)
 from .sources import ship_sources
 from .task import EVENT_TOPIC, Outcome, StageCall, load_stage_output, run_stage
 
@@ -69,7 +85,6 @@ __all__ = ["execute"]
 
 log = logging.getLogger(__name__)
 
-_GRACE_S = 5.0  # how long past its timeout the driver waits for a blocked stage
 # The driver's rounds are at least this far apart. Stages finishing one by one would otherwise each cost a
 # round (a gather, a record transaction, a look at every deferred stage): 2,000 mapped items took 15 s, not 3.
 _TICK_S = 0.02
@@ -86,10 +101,6 @@ class _Plan:
     output_uri: str
     reuse: StageRecord | None  # the earlier stage run whose output is reused
     renewed: bool = False  # runs although an earlier output may exist: what reads it runs again too
-
-
-def _utc(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, timezone.utc)
 
 
 def _check_resources(client: Client, graph: Graph) -> None:
@@ -242,15 +253,6 @@ def execute(
         lifecycle.close()
 
 
-def _deferred(graph: Graph, order: list[str], plans: dict[str, _Plan]) -> list[str]:
-    """The stages to run with a trigger rule other than all_success or mapped, and every stage downstream of one."""
-    found: set[str] = set()
-    for name, node in graph.nodes.items():
-        if plans[name].reuse is None and (node.stage.options.trigger != "all_success" or node.mapped):
-            found |= {name} | graph.downstream(name)
-    return [name for name in order if name in found]
-
-
 def _cluster_gone(client: Client) -> bool:
     return client.status != "running"
 
@@ -281,55 +283,60 @@ def _unsettled(store: Store, run_id: int) -> list[str]:
 
 
 class _Watch:
-    """Submits the lowered graph and turns what happens into the record."""
+    """Submits the lowered graph, carries out what the run's rules (:class:`.run_state.RunState`) answer to what
+    happens, and turns it into the record."""
 
     def __init__(self, graph: Graph, order: list[str], plans: dict[str, _Plan], planner: _Planner,
                  client: Client, progress: Callable[[str, str], None] | None = None,
                  timeout: float | None = None) -> None:
-        self.graph, self.order, self.plans, self.planner = graph, order, plans, planner
-        self.timeout = timeout
-        self.run_deadline = None if timeout is None else time.monotonic() + timeout
-        self.timed_out: set[str] = set()  # stages stopped because the run ran past its timeout
+        self.graph, self.plans, self.planner = graph, plans, planner
+        self.state = RunState(graph, order, (n for n, p in plans.items() if p.reuse is not None),
+                              timeout=timeout, now=time.monotonic())
         self.run_id, self.client, self.store = planner.run_id, client, planner.store
         self.progress = progress or (lambda node, what: None)
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.outcomes: dict[str, Outcome] = {}
-        self.errors: dict[str, BaseException] = {}
         self.futures: dict[str, Future] = {}
-        self.starts: dict[str, int] = {}  # times each stage's body was started, on any worker
-        self.deadlines: dict[str, float] = {}  # hard deadlines of running attempts (driver clock)
         self.cancel_requested: str | None = None  # who asked to cancel the run from outside (control plane)
         self.written: set[str] = set()  # stages whose output was found written after the cluster went away
-        # stages with a trigger rule, mapped stages, and what reads them: submitted once their inputs' stages ended
-        self.deferred = _deferred(graph, order, plans)
-        self.not_run: dict[str, str] = {}  # stages a trigger rule kept from running: why
-        self.items: dict[str, list[str]] = {}  # mapped stages, once expanded: their items' nodes
         self.unwritten: dict[str, dict[str, Any]] = {}  # changes to stage rows not yet written (_flush)
         self.flushed_at = 0.0  # when they were last written (monotonic)
         # the record the stages' own open_store() opens (none for a private in-memory one)
         self.record = self.store.engine.url.render_as_string(hide_password=False) if self.store.shared else None
         self._key_of: dict[str, str] = {}  # node -> its task's key
         self.results: dict[str, Outcome] = {}  # fetched results not yet taken by _finished
-        self.queued: dict[str, list[str]] = {}  # items of a mapped stage with a concurrency, not yet submitted
-
-    def _needed(self) -> set[str]:
-        """Nodes to submit: those to run, and the reused ones a node to run reads."""
-        to_run = {n for n, p in self.plans.items() if p.reuse is None}
-        needed = set(to_run)
-        for name in to_run:
-            needed.update(self.graph.nodes[name].upstream)
-        return needed
-
-    def _submit(self) -> None:
-        needed = self._needed()
         # Run ids repeat across stores (each test, each home), clusters outlive runs: a nonce keeps
         # this run's keys its own, never the still-remembered result of another store's run 1.
         self.nonce = uuid.uuid4().hex
-        self._submit_many([(n, ()) for n in self.order if n in needed and n not in self.deferred])
 
-    def _submit_one(self, name: str, missing: tuple[str, ...]) -> None:
-        """Submit ``name``'s task, depending on the tasks of its inputs but ``missing`` (which read as None)."""
-        self._submit_many([(name, missing)])
+    @property
+    def order(self) -> list[str]:
+        return self.state.order
+
+    def _carry_out(self, actions: list[Action]) -> None:
+        """Do what the run's rules answered, in order (consecutive submissions in one batch)."""
+        batch: list[tuple[str, tuple[str, ...]]] = []
+        for action in actions:
+            if isinstance(action, Submit):
+                batch.append((action.node, action.missing))
+                continue
+            if batch:
+                self._submit_many(batch)
+                batch = []
+            if isinstance(action, Record):
+                self._record(action.node, **action.fields)
+            elif isinstance(action, Say):
+                self.progress(action.node, action.text)
+            elif isinstance(action, Expand):
+                self._carry_out(self._expand(action.node))
+            elif isinstance(action, Cancel):
+                with contextlib.suppress(Exception):
+                    self.client.cancel([self.futures[n] for n in action.nodes])
+                if action.stop_code:
+                    with contextlib.suppress(Exception):
+                        stop_stages(self.client, self.run_id)
+        if batch:
+            self._submit_many(batch)
 
     def _submit_many(self, batch: list[tuple[str, tuple[str, ...]]]) -> None:
         """Submit the tasks of ``batch`` (node, missing inputs; inputs first) in as few calls as their resources allow.
@@ -384,123 +391,28 @@ class _Watch:
             self.store.update_stages(self.run_id, updates)
             self.flushed_at = time.monotonic()
 
-    def _expand(self, name: str) -> set[str]:
-        """Make mapped stage ``name``'s items (recorded, planned, submitted) now that its list is known."""
+    def _expand(self, name: str) -> list[Action]:
+        """Make mapped stage ``name``'s items (planned, recorded) now that its list is known."""
         node = self.graph.nodes[name]
         over = self.outcomes[node.over.node].value if isinstance(node.over, StageRef) else node.over
         try:
             items, gather = expand(node, over, self.graph.id)
         except MapError as exc:
-            self.deferred.remove(name)
-            self.errors[name] = StageFailedError(name, str(exc))
-            return set()
+            return self.state.handle(NotExpanded(name, str(exc)))
         keys = {n: p.cache_key for n, p in self.plans.items()}
-        at = self.order.index(name)
         item_keys = {item.name: element_key(item.stage, (item.args, item.kwargs), keys,
                                                  self.planner.prints) for item in items}
         self.planner.lookup(list(item_keys.values()))
         # items are reused by value although the list was made again, but not when a fixed input was made again
-        over = node.over.node if isinstance(node.over, StageRef) else None
-        renewed = any(self.plans[up].renewed for up in node.upstream if up != over)
+        source = node.over.node if isinstance(node.over, StageRef) else None
+        renewed = any(self.plans[up].renewed for up in node.upstream if up != source)
         for item in items:
-            self.graph.nodes[item.name] = item
             self.plans[item.name] = self.planner.plan(item.name, item.stage, item_keys[item.name], renewed=renewed)
-        self.order[at:at] = [item.name for item in items]
-        self.graph.nodes[name] = gather
-        self.items[name] = [item.name for item in items]
         self.store.add_stages(self.run_id, [_row(item, self.plans[item.name]) for item in items])
         self._record(name, upstream=gather.upstream)
-        to_run = [item.name for item in items if self.plans[item.name].reuse is None]
-        self.progress(name, f"mapped over {len(items)} items ({len(items) - len(to_run)} reused)")
-        self._submit_many([(item.name, ()) for item in items if self.plans[item.name].reuse is not None])  # read back
-        self.queued[name] = to_run
-        return {item.name for item in items if item.name in self.futures} | self._top_up()
-
-    def _map_summary(self, name: str) -> str:
-        """How the items of mapped stage ``name`` went: ``40 items: 38 succeeded, 2 reused (3 retried)``."""
-        items = self.items[name]
-        counts = {"succeeded": 0, "reused": 0, "skipped": 0}
-        for item in items:
-            how = "reused" if self.plans[item].reuse is not None else self._ended(item)
-            counts[how or "succeeded"] = counts.get(how or "succeeded", 0) + 1
-        retried = sum(1 for item in items if self.starts.get(item, 0) > 1)
-        said = ", ".join(f"{n} {how}" for how, n in counts.items() if n or how == "succeeded")
-        return f"{len(items)} items: {said}" + (f" ({retried} retried)" if retried else "")
-
-    def _top_up(self) -> set[str]:
-        """Submit queued items of mapped stages, as many as each one's concurrency allows."""
-        submitted: set[str] = set()
-        for name, queued in list(self.queued.items()):
-            limit = self.graph.nodes[queued[0]].stage.options.concurrency if queued else None
-            take = len(queued)
-            if limit is not None:
-                running = sum(1 for item in self.items[name] if item in self.futures and not self.futures[item].done())
-                take = max(0, min(take, limit - running))
-            batch, queued[:take] = queued[:take], []
-            self._submit_many([(item, ()) for item in batch])
-            submitted.update(batch)
-            if not queued:
-                del self.queued[name]  # all submitted: no need to look at it again
-        return submitted
-
-    def _ended(self, name: str) -> str | None:
-        """How stage ``name`` ended: succeeded, failed or skipped; None while it has not."""
-        if name in self.outcomes or (self.plans[name].reuse is not None and name not in self.futures):
-            return "succeeded"
-        if name in self.not_run:
-            return "skipped"
-        error = self.errors.get(name)
-        if error is None:
-            return None
-        if isinstance(error, StageFailedError | StageSkipped) and error.stage == name:
-            return "skipped" if isinstance(error, StageSkipped) else "failed"
-        # not run for a stage upstream of it (Dask hands that stage's error on), or lost (a worker died)
-        return "skipped" if any(self._ended(up) in ("failed", "skipped")
-                                for up in self.graph.nodes[name].upstream) else "failed"
-
-    def _release(self) -> set[str]:
-        """Submit the deferred stages whose inputs' stages all ended, or keep them from running; what was submitted."""
-        submitted = self._top_up()
-        moved = True
-        while moved:  # a stage kept from running, or a mapped stage over no items, may release the next at once
-            moved = False
-            for name in list(self.deferred):
-                released = self._release_one(name)
-                if released is not None:
-                    submitted |= released
-                    moved = True
-        return submitted
-
-    def _release_one(self, name: str) -> set[str] | None:
-        """What deferred stage ``name`` submitted now that its inputs' stages ended; None while they have not."""
-        upstream = self.graph.nodes[name].upstream
-        ended = {up: self._ended(up) for up in upstream}
-        if any(how is None for how in ended.values()):
-            return None
-        failed = [up for up, how in ended.items() if how == "failed"]
-        not_ok = tuple(up for up, how in ended.items() if how != "succeeded")
-        if name in self.items:  # every item ended: gather their outputs, or fail for those that failed
-            self.deferred.remove(name)
-            if failed:
-                self.errors[name] = StageFailedError(name, f"{len(failed)} of {len(upstream)} items failed "
-                                                           f"(first: {failed[0]})")
-                return set()
-            self._submit_one(name, missing=not_ok)  # items that skipped themselves are None
-            return {name}
-        if self.graph.nodes[name].mapped and not not_ok:
-            return self._expand(name)  # stays deferred until its items ended
-        self.deferred.remove(name)
-        trigger = self.graph.nodes[name].stage.options.trigger
-        if trigger == "all_success" and not_ok:
-            self.not_run[name] = (f"skipped: upstream stage {not_ok[0]!r} "
-                                  f"{'failed' if not_ok[0] in failed else 'was skipped'}")
-        elif trigger == "one_failed" and not failed:
-            self.not_run[name] = "skipped: no upstream stage failed (trigger one_failed)"
-        else:
-            self._submit_one(name, missing=not_ok)
-            return {name}
-        self.progress(name, self.not_run[name])
-        return set()
+        reused = frozenset(item.name for item in items if self.plans[item.name].reuse is not None)
+        self.progress(name, f"mapped over {len(items)} items ({len(reused)} reused)")
+        return self.state.handle(Expanded(name, items, gather, reused))
 
     def run(self, raise_on_failure: bool) -> RunResult:
         from distributed import wait
@@ -508,7 +420,7 @@ class _Watch:
         from ..control.actions import listen, run_topic
         from ..runtime.topics import Subscription
 
-        pending: set[str] = set()
+        pending = self.state.pending  # (the state's own set: what it submits is added, what ends is taken out)
         control = contextlib.ExitStack()
         try:  # a listen() that fails closes the subscription before it
             control.enter_context(Subscription(self.client, EVENT_TOPIC, self._on_message))
@@ -517,8 +429,7 @@ class _Watch:
             control.close()
             raise
         try:
-            self._submit()
-            pending = set(self.futures) | self._release()
+            self._carry_out(self.state.start())
             while pending:
                 with contextlib.suppress(TimeoutError), self.client.as_current():  # wait() asks for the current client
                     wait([self.futures[n] for n in pending], timeout=0.25, return_when="FIRST_COMPLETED")
@@ -532,19 +443,15 @@ class _Watch:
                 done = [n for n in pending if self.futures[n].done()]
                 self._take_results(done)
                 for name in done:
-                    self._finished(name)  # then discarded: a signal meanwhile leaves it to _record_finished
-                    pending.discard(name)
-                pending -= self._enforce_deadlines(pending)
-                if self.run_deadline is not None and time.monotonic() > self.run_deadline:
-                    pending -= self._time_out(pending)
-                pending |= self._release()
+                    self._finished(name)  # a signal before it leaves it pending, for _record_finished
+                self._carry_out(self.state.handle(Tick(time.monotonic())))
                 self._flush(every=_FLUSH_S)
             self._drain_events()
             self._flush()
         except BaseException as exc:
-            self._record_finished(pending)
+            self._record_finished()
             if _cluster_gone(self.client):
-                self._record_written(pending)
+                self._record_written()
             with contextlib.suppress(Exception):  # the store may be what failed
                 self._flush()
             if not _cluster_gone(self.client):
@@ -555,7 +462,7 @@ class _Watch:
             raise
         finally:
             control.close()
-        if self.errors and _cluster_gone(self.client):
+        if self.state.errors and _cluster_gone(self.client):
             raise self._lost()
         return self._close(raise_on_failure)
 
@@ -574,13 +481,13 @@ class _Watch:
         with contextlib.suppress(Exception):
             self._flush()
 
-    def _record_finished(self, pending: set[str]) -> None:
+    def _record_finished(self) -> None:
         """Record the stages that finished before the run was interrupted, not yet seen by the loop."""
-        for name in [n for n in self.order if n in pending and self.futures[n].status == "finished"]:
+        for name in [n for n in self.order if n in self.state.pending and self.futures[n].status == "finished"]:
             with contextlib.suppress(Exception):
                 self._finished(name)
 
-    def _record_written(self, pending: set[str]) -> None:
+    def _record_written(self) -> None:
         """Record as succeeded the stages whose output was written before the scheduler went away.
 
         A stage writes its output (atomically) before its task reports back: when the
@@ -589,12 +496,13 @@ class _Watch:
         """
         with contextlib.suppress(Exception):
             self._drain_events()  # the starts already received
-        for name in [n for n in self.order if n in pending and n in self.starts and n not in self.outcomes]:
+        starts = self.state.starts
+        for name in [n for n in self.order if n in self.state.pending and n in starts and n not in self.outcomes]:
             uri = self.plans[name].output_uri
             with contextlib.suppress(Exception):
                 if self.plans[name].reuse is None and output_exists(uri):
                     self._record(
-                        name, status=StageStatus.SUCCEEDED, attempts=self.starts[name],
+                        name, status=StageStatus.SUCCEEDED, attempts=starts[name],
                         finished_at=datetime.now(timezone.utc), output_uri=uri,
                         output_summary="(written before the cluster went away)", error=None)
                     self.written.add(name)
@@ -612,54 +520,19 @@ class _Watch:
             self.events.put(message)
 
     def _drain_events(self) -> None:
+        """Hand the stages' events received so far (attempts started, retrying) to the run's rules."""
         while True:
             try:
                 msg = self.events.get_nowait()
             except queue.Empty:
                 return
-            name = msg["node"]
-            if name in self.outcomes or name in self.errors:
-                continue  # a late event of a stage already recorded
             if msg["event"] == "started":
-                # Counted here, not taken from the task: a task Dask runs again after
-                # its worker died starts over at attempt 1 but is another attempt.
-                self.starts[name] = self.starts.get(name, 0) + 1
-                fields: dict[str, Any] = {"status": StageStatus.RUNNING, "attempts": self.starts[name],
-                                          "worker": msg["worker"], "log_uri": msg.get("log")}
-                if self.starts[name] == 1:
-                    fields["started_at"] = _utc(msg["time"])
-                timeout = self.graph.nodes[name].stage.options.timeout
-                if timeout is not None:
-                    self.deadlines[name] = time.monotonic() + timeout + max(_GRACE_S, 0.1 * timeout)
-                self._record(name, **fields)
-                self.progress(name, f"started (attempt {self.starts[name]}) on {msg['worker']}")
+                event: Event = Started(msg["node"], msg["worker"], msg["time"], time.monotonic(), msg.get("log"))
             elif msg["event"] == "retrying":
-                self.deadlines.pop(name, None)  # waiting to retry is not running past the timeout
-                self._record(name, error=msg["error"])
-                self.progress(name, f"failed ({msg['error']}); retrying in {msg.get('delay', 0):.3g} s")
-
-    def _enforce_deadlines(self, pending: set[str]) -> set[str]:
-        """Fail attempts that outlived their timeout plus a grace.
-
-        The task's own deadline interrupts Python code; a stage blocked in a C
-        call (a sleep, a socket read) only notices when the call returns, so the
-        driver stops waiting for it here: the stage fails, its dependents are
-        skipped, and the task's result, if it ever comes, is dropped.
-        """
-        now = time.monotonic()
-        expired = {n for n in pending if n in self.deadlines and now > self.deadlines[n]}
-        dropped: set[str] = set()
-        for name in expired:
-            stage = self.graph.nodes[name].stage
-            self.errors[name] = StageFailedError(
-                name, str(StageTimeoutError(stage.name, stage.options.timeout or 0)),
-                "the stage did not return within its timeout (it was blocked outside Python code)")
-            for other in {name} | self.graph.downstream(name):
-                if other in pending:
-                    self.futures[other].cancel()
-                    dropped.add(other)
-                    self.errors.setdefault(other, RuntimeError("cancelled: an upstream stage timed out"))
-        return dropped
+                event = Retrying(msg["node"], msg["error"], msg.get("delay", 0))
+            else:
+                continue
+            self._carry_out(self.state.handle(event))
 
     def _take_results(self, names: list[str]) -> None:
         """Fetch the results of the finished tasks of ``names`` in one round trip (kept for :meth:`_finished`)."""
@@ -669,103 +542,28 @@ class _Watch:
                 self.results.update(zip(finished, self.client.gather([self.futures[n] for n in finished]),
                                         strict=True))
 
-    def _time_out(self, pending: set[str]) -> set[str]:
-        """Stop the run's stages (not its clean-up stages, which run next): it ran past its timeout."""
-        self.run_deadline = None
-        why = f"cancelled: the run timed out after {self.timeout:g} s (@pipeline(timeout=...))"
-        stopping = {n for n in pending if n not in self.deferred}
-        queued = [item for items in self.queued.values() for item in items]
-        for items in self.queued.values():
-            items.clear()
-        with contextlib.suppress(Exception):
-            self.client.cancel([self.futures[n] for n in stopping])
-        with contextlib.suppress(Exception):
-            stop_stages(self.client, self.run_id)
-        for name in [n for n in self.order if n in stopping or n in queued]:
-            if name not in self.starts and any(up in self.timed_out for up in self.graph.nodes[name].upstream):
-                self.errors[name] = RuntimeError("cancelled: an upstream stage timed out")  # recorded skipped
-                continue
-            self.timed_out.add(name)
-            self.errors[name] = StageFailedError(name, why)
-            self.progress(name, why)
-        return stopping
-
     def _finished(self, name: str) -> None:
         future = self.futures[name]
         if future.status == "finished":
             outcome: Outcome = self.results.pop(name) if name in self.results else future.result()
             self.outcomes[name] = outcome
-            if self.plans[name].reuse is not None:
-                self.progress(name, "reused an earlier output")
-                return  # recorded as cached when planned
-            self._record(
-                name, status=StageStatus.SUCCEEDED,
-                attempts=max(outcome.attempts, self.starts.get(name, 0), 1),
-                worker=outcome.worker, finished_at=_utc(outcome.finished),
-                duration_s=outcome.finished - outcome.started, output_uri=outcome.output_uri,
-                output_summary=outcome.summary, error=None)
-            if name not in self.starts:  # it ended before its start event arrived: the task says when it began
-                self._record(name, started_at=_utc(outcome.started))
-            if name in self.items:
-                self._record(name, output_summary=self._map_summary(name))
-            self.progress(name, f"succeeded in {outcome.finished - outcome.started:.2f}s")
-        else:
-            try:
-                self.errors[name] = future.exception()
-            except BaseException as exc:  # cancelled futures raise instead
-                self.errors[name] = exc
+            self._carry_out(self.state.handle(Succeeded(name, outcome)))
+            return
+        try:
+            error = future.exception()
+        except BaseException as exc:  # cancelled futures raise instead
+            error = exc
+        self._carry_out(self.state.handle(Failed(name, error)))
 
     def _close(self, raise_on_failure: bool) -> RunResult:
-        failures: dict[str, str] = {}
-        said: dict[str, str] = {}  # a failed stage -> its error on one line
-        failed_or_skipped: set[str] = set()
-        for name in self.order:
-            if name in self.timed_out:
-                error = self.errors[name]
-                failures[name] = said[name] = str(error)
-                failed_or_skipped.add(name)
-                self._record(name, status=StageStatus.CANCELLED, finished_at=datetime.now(timezone.utc),
-                             error=getattr(error, "message", str(error)))
-                continue
-            if name in self.not_run:
-                self._record(name, status=StageStatus.SKIPPED, error=self.not_run[name])
-                continue
-            if name not in self.errors:
-                continue
-            error = self.errors[name]
-            upstream_bad = any(up in failed_or_skipped for up in self.graph.nodes[name].upstream)
-            own = isinstance(error, StageFailedError | StageSkipped) and error.stage == name
-            failed_or_skipped.add(name)
-            if isinstance(error, StageSkipped) and own:
-                why = f"skipped: {error.reason}" if error.reason else "skipped by the stage (airflowless.Skip)"
-                self._record(name, status=StageStatus.SKIPPED,
-                                        finished_at=datetime.now(timezone.utc), error=why)
-                self.progress(name, why)
-                continue
-            if upstream_bad and not own:
-                why = ("skipped: an upstream stage skipped itself" if isinstance(error, StageSkipped)
-                       else "skipped: an upstream stage failed")
-                self._record(name, status=StageStatus.SKIPPED, error=why)
-                self.progress(name, why)
-                continue
-            text = error.traceback if isinstance(error, StageFailedError) else f"{type(error).__name__}: {error}"
-            message = error.message if isinstance(error, StageFailedError) else text
-            failures[name] = text
-            said[name] = message
-            self._record(name, status=StageStatus.FAILED,
-                                    finished_at=datetime.now(timezone.utc), error=message, traceback=text)
-            self.progress(name, f"failed: {message}")
-        status = RunStatus.FAILED if failures else RunStatus.SUCCEEDED
-        # what the run's error box, `runs list` and alerts say: each failed stage with its error, not its name alone
-        summary = "; ".join(f"stage {name} failed: {said[name]}" for name in sorted(failures)) or None
-        if self.timed_out:
-            status, summary = RunStatus.TIMED_OUT, f"the run timed out after {self.timeout:g} s; stopped: {summary}"
+        ending = self.state.settle(datetime.now(timezone.utc))
+        self._carry_out(ending.actions)
         self._flush()
-        self.store.finish_run(self.run_id, status, error=summary)
+        self.store.finish_run(self.run_id, ending.status, error=ending.error)
         result = RunResult(self.store.get_run(self.run_id), {n: o.value for n, o in self.outcomes.items()},
                            self.graph.result)
-        if failures and raise_on_failure:
-            raise PipelineRunError(self.run_id, self.graph.pipeline, failures)
+        if ending.failures and raise_on_failure:
+            raise PipelineRunError(self.run_id, self.graph.pipeline, ending.failures)
         return result
 
 

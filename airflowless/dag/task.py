@@ -129,7 +129,10 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
             raise StageFailedError(call.node, _one_line(error), text)
         delay = options.delay(attempt)
         _emit(call, "retrying", attempt=attempt, error=_one_line(error), delay=delay)
-        time.sleep(delay)
+        _wait_to_retry(delay)
+        if not _still_wanted():  # the driver gave up on it while it waited
+            _emit(call, "failed", attempt=attempt, error=_one_line(error))
+            raise StageFailedError(call.node, _one_line(error), text)
     try:  # what is kept must outlive this cluster: datasets' blocks go to parquet first
         value = persist_datasets(value, _data_folder(call.output_uri))
         write_output(call.output_uri, value)
@@ -138,6 +141,26 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
         raise StageFailedError(call.node, _one_line(exc), traceback.format_exc()) from None
     return Outcome(call.node, value, started, time.time(), attempt, address, call.output_uri,
                    summarize(value))
+
+
+def _wait_to_retry(delay: float) -> None:
+    """Wait ``delay`` seconds without holding one of the worker's threads: it runs other tasks meanwhile.
+
+    The task leaves the worker's pool while it waits (Dask's ``secede``, as a task
+    that waits on others does) and takes a free thread again after (``rejoin``).
+    """
+    if delay <= 0:
+        return
+    if _worker() is None:
+        time.sleep(delay)
+        return
+    from distributed import rejoin, secede
+
+    secede()
+    try:
+        time.sleep(delay)
+    finally:
+        rejoin()
 
 
 def _still_wanted() -> bool:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import select
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dask.utils import key_split
@@ -77,6 +79,43 @@ def test_retries_with_backoff(store, tmp_path: Path) -> None:  # noqa: ANN001
     assert len(waits) == 2 and waits[0] >= 0.2 and waits[1] >= 0.2 * 2.0, waits  # retry_delay, then its backoff
     record = store.get_run(result.run_id).stage("flaky")
     assert record.attempts == 3 and record.status == "succeeded"
+
+
+@stage(retries=1, retry_delay=5)
+def patient(marker: str) -> str:
+    if not Path(marker).exists():
+        Path(marker).touch()
+        raise ConnectionError("the first attempt lost its connection")
+    return "second attempt"
+
+
+@pipeline
+def waiting_to_retry(marker: str):
+    return patient(marker)
+
+
+def _seceded(dask_worker: Any) -> list[str]:
+    """The tasks running on a worker outside its thread pool (they seceded)."""
+    return [str(ts.key) for ts in dask_worker.state.long_running]
+
+
+def test_a_stage_waiting_to_retry_gives_its_worker_thread_back(cluster_client, store, tmp_path: Path) -> None:  # noqa: ANN001
+    marker, results = tmp_path / "failed-once", []
+    driver = threading.Thread(target=lambda: results.append(waiting_to_retry.run({"marker": str(marker)},
+                                                                                 store=store)))
+    driver.start()
+    try:
+        eventually(marker.exists, message="the first attempt to fail")
+
+        def seceded() -> list[str]:  # (it holds a thread while it runs and fails, and after the wait)
+            keys = cluster_client.run(_seceded).values()
+            return [key for some in keys for key in some if key_split(key) == "patient"]
+
+        eventually(seceded, timeout=4, message="the task waiting to retry to leave its worker's thread pool")
+    finally:
+        driver.join(30)
+    assert results and results[0].value == "second attempt"
+    assert store.get_run(results[0].run_id).stage("patient").attempts == 2
 
 
 @stage(timeout=0.5, retries=1, retry_delay=0)
