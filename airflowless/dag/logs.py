@@ -7,6 +7,7 @@ threads of the worker (another stage, Dask itself) are not mixed in: the
 streams and the handler route by thread (:func:`install`, once per process).
 Threads a stage starts itself are not followed.
 
+An attempt that prints and logs nothing leaves no file (its log reads empty).
 A log is bounded (:data:`LIMIT_BYTES`): past it, the file keeps its tail and
 says how much was cut. A local (or shared) storage folder is written as the
 stage runs, so ``airflowless runs logs RUN --follow`` shows it live; on object
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 __all__ = ["LIMIT_BYTES", "capture", "install", "log_name", "read_log"]
 
@@ -42,24 +43,33 @@ def log_name(node: str, attempt: int) -> str:
 
 
 class _Capture:
-    """One attempt's log: the file (a local temporary one for object storage), its size, its tail past the limit."""
+    """One attempt's log: the file (a local temporary one for object storage), its size, its tail past the limit.
+
+    The file is made on the first write: an attempt that says nothing leaves none (readers find an empty log).
+    """
 
     def __init__(self, uri: str, limit: int) -> None:
         self.uri, self.limit = uri, limit
         self.local = "://" not in uri or uri.startswith("file://")
-        path = uri.removeprefix("file://") if self.local else tempfile.mkstemp(suffix=".log")[1]
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        self.path = path
-        self.file = open(path, "ab")  # noqa: SIM115 - closed by close()
+        self.path = ""
+        self.file: IO[bytes] | None = None
         self.written = 0
         self.tail: bytearray | None = None  # past the limit: the last `limit` bytes
         self.cut = 0
 
+    def _open(self) -> IO[bytes]:
+        path = self.uri.removeprefix("file://") if self.local else tempfile.mkstemp(suffix=".log")[1]
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self.path = path
+        self.file = open(path, "ab")  # noqa: SIM115 - closed by close()
+        return self.file
+
     def write(self, text: str) -> None:
         data = text.encode("utf-8", "replace")
+        file = self.file or self._open()
         if self.tail is None and self.written + len(data) <= self.limit:
-            self.file.write(data)
-            self.file.flush()  # readable while the stage runs
+            file.write(data)
+            file.flush()  # readable while the stage runs
             self.written += len(data)
             return
         if self.tail is None:
@@ -70,6 +80,8 @@ class _Capture:
             del self.tail[:len(self.tail) - self.limit]
 
     def close(self) -> None:
+        if self.file is None:
+            return  # nothing was written
         self.file.close()
         if self.tail is not None:  # the head was kept while it ran; the tail is what matters at the end
             with open(self.path, "rb") as head:
