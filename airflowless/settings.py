@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 __all__ = ["Settings", "get_settings"]
 
@@ -64,6 +65,11 @@ class Settings:
     ``AIRFLOWLESS_TLS_CA`` / ``_CERT`` / ``_KEY``  the same as three files (CA
                              certificate, this client's certificate and key); each
                              overrides the folder's file.
+    ``AIRFLOWLESS_DRIVER_MEMORY_MB``  the most memory (resident, MiB) a run's driver started by
+                             the service may use; past it the service stops the run
+                             (default: no bound; read where the service runs).
+    ``AIRFLOWLESS_DRIVER_TIMEOUT_S``  the most seconds a run's driver started by the service
+                             may run; past it the service stops the run (default: no bound).
     ``AIRFLOWLESS_SMTP``     the mail server of email notifications, read where the
                              service runs: ``smtp://[USER@]HOST[:PORT]`` (STARTTLS when the
                              server offers it), ``smtps://...`` (TLS from the start), or
@@ -89,6 +95,8 @@ class Settings:
     train_grace_s: float = 5.0
     train_failed_grace_s: float = 10.0
     submit_max_mb: float = 100.0
+    driver_memory_mb: float | None = None
+    driver_timeout_s: float | None = None
     token: str | None = field(default=None, repr=False)  # a secret: kept out of logs
     tls_dir: str | None = None
     tls_ca: str | None = None
@@ -119,6 +127,8 @@ class Settings:
             train_grace_s=_seconds(env, "AIRFLOWLESS_TRAIN_GRACE_S", 5.0),
             train_failed_grace_s=_seconds(env, "AIRFLOWLESS_TRAIN_FAILED_GRACE_S", 10.0),
             submit_max_mb=_positive(env, "AIRFLOWLESS_SUBMIT_MAX_MB", 100.0, "MiB"),
+            driver_memory_mb=_positive(env, "AIRFLOWLESS_DRIVER_MEMORY_MB", None, "MiB"),
+            driver_timeout_s=_positive(env, "AIRFLOWLESS_DRIVER_TIMEOUT_S", None, "seconds"),
             token=env.get("AIRFLOWLESS_TOKEN") or None,
             tls_dir=env.get("AIRFLOWLESS_TLS_DIR") or None,
             tls_ca=env.get("AIRFLOWLESS_TLS_CA") or None,
@@ -135,7 +145,13 @@ def _seconds(env: os._Environ[str] | dict[str, str], name: str, default: float) 
     return _positive(env, name, default, "seconds")
 
 
-def _positive(env: os._Environ[str] | dict[str, str], name: str, default: float, unit: str) -> float:
+@overload
+def _positive(env: os._Environ[str] | dict[str, str], name: str, default: float, unit: str) -> float: ...
+@overload
+def _positive(env: os._Environ[str] | dict[str, str], name: str, default: None, unit: str) -> float | None: ...
+
+
+def _positive(env: os._Environ[str] | dict[str, str], name: str, default: float | None, unit: str) -> float | None:
     from .errors import ConfigError
 
     text = env.get(name) or ""

@@ -52,7 +52,14 @@ def service() -> None:
                    "`airflowless cluster up`, else an embedded cluster per run).")
 @_DB
 @click.option("--tick", default=None, type=float, help="Seconds between two looks at the queue (default 0.25).")
-def start(address: str | None, db: str | None, tick: float | None) -> None:
+@click.option("--driver-memory-mb", default=None, type=click.FloatRange(min=0, min_open=True), metavar="MIB",
+              help="Stop a run whose driver's resident memory passes this (default AIRFLOWLESS_DRIVER_MEMORY_MB, "
+                   "else no bound).")
+@click.option("--driver-timeout", default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Stop a run whose driver runs longer than this (default AIRFLOWLESS_DRIVER_TIMEOUT_S, "
+                   "else no bound).")
+def start(address: str | None, db: str | None, tick: float | None, driver_memory_mb: float | None,
+          driver_timeout: float | None) -> None:
     """Run the service in this terminal until Ctrl-C or SIGTERM (runs in flight go on)."""
     import logging
 
@@ -65,7 +72,10 @@ def start(address: str | None, db: str | None, tick: float | None) -> None:
         url = db or get_settings().db_url
         store = _open(url)
         chosen = address or get_settings().address or _background_cluster()
-        svc = Service(store, url, address=chosen, tick_s=tick or TICK_S)
+        settings = get_settings()
+        svc = Service(store, url, address=chosen, tick_s=tick or TICK_S,
+                      driver_memory_mb=driver_memory_mb or settings.driver_memory_mb,
+                      driver_timeout_s=driver_timeout or settings.driver_timeout_s)
         service_id = svc.start()
     except AirflowlessError as exc:
         _fail(exc)

@@ -12,7 +12,11 @@ Each tick (:data:`TICK_S`) it
    (:mod:`.driver`), in a session of its own: a driver outlives a service that
    is stopped or killed, and a service started again does not start it twice;
 4. reaps the drivers that ended; one that ended before it took its run fails
-   the run with the end of its log;
+   the run with the end of its log; stops a driver past the service's limits
+   (``driver_memory_mb`` resident, ``driver_timeout_s``): SIGTERM, which cancels
+   its stages as Ctrl-C would, SIGKILL to its process group if it is still there
+   after :data:`STOP_GRACE_S`; the run is then recorded ``failed`` with the limit
+   it passed;
 5. sends the notifications of runs that ended (:mod:`.notify`), in threads of their own.
 
 The record is the only state: any number of services may share a PostgreSQL
@@ -52,6 +56,9 @@ log = logging.getLogger(__name__)
 TICK_S = 0.25
 """How often the service looks for due and startable runs (schedule lag is at most this, plus a driver's start)."""
 
+STOP_GRACE_S = 10.0
+"""How long a driver stopped for a limit gets to cancel its stages before it is killed."""
+
 WATCH_REFRESH_S = 1.0
 """How often the service looks for file-triggered deployments created, changed, paused or removed."""
 
@@ -76,6 +83,9 @@ class _Child:
     run_id: int
     process: subprocess.Popen[bytes]
     log: IO[bytes]
+    began: float = field(default_factory=time.monotonic)
+    over: str | None = None  # the limit it passed: it is being stopped
+    stopped_at: float = 0.0  # when it was asked to stop (monotonic)
 
 
 @dataclass
@@ -87,6 +97,8 @@ class Service:
     address: str | None = None  # the cluster the drivers join (None: each starts an embedded one)
     clock: Callable[[], datetime] = _utcnow
     tick_s: float = TICK_S
+    driver_memory_mb: float | None = None  # a driver's resident memory past this: its run is stopped
+    driver_timeout_s: float | None = None  # a driver running longer than this: its run is stopped
     id: int | None = None
     children: dict[int, _Child] = field(default_factory=dict)
     _lock_file: IO[str] | None = None
@@ -127,6 +139,7 @@ class Service:
             self._refresh_watches()
         started = [self._spawn(run) for run in self.store.claim_runs(self.id, now=now)]
         self._reap()
+        self._enforce_limits()
         self._notifier.tick()
         return started
 
@@ -203,10 +216,63 @@ class Service:
                 continue
             del self.children[run_id]
             child.log.close()
+            if child.over is not None:
+                self._record_stopped(child)
+                continue
             tail = _tail(Path(child.log.name))
             if self.store.fail_queued_run(run_id, f"its driver exited with code {code} before it took the run:\n"
                                                   f"{tail}"):
                 log.warning("run %d failed: its driver exited with code %d before taking it", run_id, code)
+
+
+    def _enforce_limits(self) -> None:
+        """Stop the drivers past the service's limits; kill those that outlived their grace."""
+        if self.driver_memory_mb is None and self.driver_timeout_s is None:
+            return
+        now = time.monotonic()
+        for child in self.children.values():
+            if child.over is not None:
+                if now - child.stopped_at > STOP_GRACE_S:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(child.process.pid, signal.SIGKILL)  # its session: an embedded cluster too
+                continue
+            child.over = self._limit_passed(child, now)
+            if child.over is not None:
+                log.warning("run %d: %s; stopping its driver (pid %d)", child.run_id, child.over, child.process.pid)
+                child.stopped_at = now
+                with contextlib.suppress(ProcessLookupError):
+                    child.process.send_signal(signal.SIGTERM)  # it cancels its stages, as on Ctrl-C
+
+    def _limit_passed(self, child: _Child, now: float) -> str | None:
+        """What limit ``child``'s driver passed, said for the run's error; None while within them."""
+        if self.driver_timeout_s is not None and now - child.began > self.driver_timeout_s:
+            return (f"its driver ran longer than {self.driver_timeout_s:g} s, the service's driver timeout "
+                    "(AIRFLOWLESS_DRIVER_TIMEOUT_S, or `service start --driver-timeout`)")
+        if self.driver_memory_mb is not None:
+            import psutil
+
+            try:
+                resident = psutil.Process(child.process.pid).memory_info().rss
+            except psutil.Error:
+                return None
+            if resident > self.driver_memory_mb * 2**20:
+                return (f"its driver used {resident / 2**20:.0f} MiB of memory, over the service's limit of "
+                        f"{self.driver_memory_mb:g} MiB (AIRFLOWLESS_DRIVER_MEMORY_MB, or "
+                        "`service start --driver-memory-mb`)")
+        return None
+
+    def _record_stopped(self, child: _Child) -> None:
+        """Record the run of a driver stopped for a limit ``failed``, saying which (unless it ended well first)."""
+        from ..store.records import RunStatus
+
+        run = self.store.get_run(child.run_id)
+        if run.status in (RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.QUEUED):
+            error = f"stopped by the service: {child.over}"
+            if run.status == RunStatus.QUEUED:
+                self.store.fail_queued_run(child.run_id, error)
+            else:
+                self.store.finish_run(child.run_id, RunStatus.FAILED, error=error)
+        log.warning("run %d failed: %s", child.run_id, child.over)
 
 
 def _driver_of(pid: int) -> Driver:
