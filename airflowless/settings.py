@@ -70,6 +70,8 @@ class Settings:
                              (default: no bound; read where the service runs).
     ``AIRFLOWLESS_DRIVER_TIMEOUT_S``  the most seconds a run's driver started by the service
                              may run; past it the service stops the run (default: no bound).
+    ``AIRFLOWLESS_WARM_DRIVERS``  ``0``: the service starts each run's driver when the run
+                             starts, instead of keeping one started and waiting (default ``1``).
     ``AIRFLOWLESS_SMTP``     the mail server of email notifications, read where the
                              service runs: ``smtp://[USER@]HOST[:PORT]`` (STARTTLS when the
                              server offers it), ``smtps://...`` (TLS from the start), or
@@ -97,6 +99,7 @@ class Settings:
     submit_max_mb: float = 100.0
     driver_memory_mb: float | None = None
     driver_timeout_s: float | None = None
+    warm_drivers: bool = True
     token: str | None = field(default=None, repr=False)  # a secret: kept out of logs
     tls_dir: str | None = None
     tls_ca: str | None = None
@@ -129,6 +132,7 @@ class Settings:
             submit_max_mb=_positive(env, "AIRFLOWLESS_SUBMIT_MAX_MB", 100.0, "MiB"),
             driver_memory_mb=_positive(env, "AIRFLOWLESS_DRIVER_MEMORY_MB", None, "MiB"),
             driver_timeout_s=_positive(env, "AIRFLOWLESS_DRIVER_TIMEOUT_S", None, "seconds"),
+            warm_drivers=env.get("AIRFLOWLESS_WARM_DRIVERS", "1").strip() != "0",
             token=env.get("AIRFLOWLESS_TOKEN") or None,
             tls_dir=env.get("AIRFLOWLESS_TLS_DIR") or None,
             tls_ca=env.get("AIRFLOWLESS_TLS_CA") or None,

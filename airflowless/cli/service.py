@@ -75,7 +75,8 @@ def start(address: str | None, db: str | None, tick: float | None, driver_memory
         settings = get_settings()
         svc = Service(store, url, address=chosen, tick_s=tick or TICK_S,
                       driver_memory_mb=driver_memory_mb or settings.driver_memory_mb,
-                      driver_timeout_s=driver_timeout or settings.driver_timeout_s)
+                      driver_timeout_s=driver_timeout or settings.driver_timeout_s,
+                      warm_drivers=settings.warm_drivers)
         service_id = svc.start()
     except AirflowlessError as exc:
         _fail(exc)

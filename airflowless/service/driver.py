@@ -11,6 +11,13 @@ a second driver for the same run stops there) and runs it like
 ``airflowless run``, its stages' progress on stdout, which the service keeps as
 the run's log. A module that no longer loads, or parameters it no longer takes,
 fail the run with the error, and mark its deployment broken.
+
+A *warm* driver (``python -m airflowless.service.driver --wait``) is started by
+the service before there is a run for it: it imports what a driver needs, then
+waits for one line on its standard input, ``RUN_ID LOG_PATH``, sends its output
+to that log and drives the run (a run's start no longer waits for a Python
+process to start and import). An end of input (the service stopped or died)
+ends it.
 """
 
 from __future__ import annotations
@@ -27,7 +34,44 @@ def _progress(node: str, what: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {node}: {what}", flush=True)
 
 
+def _warm_up() -> None:
+    """Import what driving a run needs, before there is one."""
+    import distributed  # noqa: F401
+
+    import airflowless.dag.runner  # noqa: F401
+    import airflowless.data  # noqa: F401  (most pipelines read data)
+    import airflowless.runtime  # noqa: F401
+    import airflowless.store  # noqa: F401
+
+
+def _wait_for_run() -> list[str] | None:
+    """Wait for the service's ``RUN_ID LOG_PATH``; send this process's output to that log; ``[RUN_ID]``."""
+    line = sys.stdin.readline()
+    if not line.strip():
+        return None  # the service went away before it had a run for this driver
+    run_id, log = line.split(maxsplit=1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(log.strip(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return [run_id]
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else sys.argv[1:])
+    warm = argv == ["--wait"]
+    if warm:
+        _warm_up()
+        chosen = _wait_for_run()
+        if chosen is None:
+            return 0
+        argv = chosen
+    return _drive(argv, warm)
+
+
+def _drive(argv: list[str], warm: bool) -> int:
     from ..dag import load_pipeline
     from ..dag.params import bind_params
     from ..errors import ResumeError
@@ -38,10 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM
     from .upload import local_target
 
-    (run_id,) = [int(arg) for arg in (argv if argv is not None else sys.argv[1:])]
+    (run_id,) = [int(arg) for arg in argv]
     store = open_store()
     run = store.get_run(run_id)
-    print(f"driver of run {run_id} ({run.pipeline}, {run.trigger}) on pid {os.getpid()}", flush=True)
+    how = " (warm: started before the run)" if warm else ""
+    print(f"driver of run {run_id} ({run.pipeline}, {run.trigger}) on pid {os.getpid()}{how}", flush=True)
     try:
         pipe = load_pipeline(local_target(run.target or run.module))
         params: dict[str, Any] = dict(run.params)

@@ -10,7 +10,10 @@ Each tick (:data:`TICK_S`) it
 3. claims the queued runs that may start now (:meth:`Store.claim_runs`: limits,
    pools, priorities) and starts each one's driver as a child process
    (:mod:`.driver`), in a session of its own: a driver outlives a service that
-   is stopped or killed, and a service started again does not start it twice;
+   is stopped or killed, and a service started again does not start it twice.
+   One driver is kept *warm* (``warm_drivers``): started and imported before
+   there is a run, it takes the next claimed run at once (then another is
+   started); it ends by itself when its service goes away;
 4. reaps the drivers that ended; one that ended before it took its run fails
    the run with the end of its log; stops a driver past the service's limits
    (``driver_memory_mb`` resident, ``driver_timeout_s``): SIGTERM, which cancels
@@ -56,6 +59,9 @@ log = logging.getLogger(__name__)
 TICK_S = 0.25
 """How often the service looks for due and startable runs (schedule lag is at most this, plus a driver's start)."""
 
+WARM_RETRY_S = 30.0
+"""How long after a warm driver ended without a run (it could not start) the service tries another."""
+
 STOP_GRACE_S = 10.0
 """How long a driver stopped for a limit gets to cancel its stages before it is killed."""
 
@@ -99,6 +105,9 @@ class Service:
     tick_s: float = TICK_S
     driver_memory_mb: float | None = None  # a driver's resident memory past this: its run is stopped
     driver_timeout_s: float | None = None  # a driver running longer than this: its run is stopped
+    warm_drivers: bool = True  # keep one driver started and imported, waiting for the next run
+    _spare: subprocess.Popen[bytes] | None = None
+    _spare_failed_at: float = -WARM_RETRY_S
     id: int | None = None
     children: dict[int, _Child] = field(default_factory=dict)
     _lock_file: IO[str] | None = None
@@ -140,6 +149,7 @@ class Service:
         started = [self._spawn(run) for run in self.store.claim_runs(self.id, now=now)]
         self._reap()
         self._enforce_limits()
+        self._keep_warm()
         self._notifier.tick()
         return started
 
@@ -169,6 +179,9 @@ class Service:
                 self.store.service_heartbeat(self.id, stopped=True)
         for child in self.children.values():
             child.log.close()
+        if self._spare is not None and self._spare.stdin is not None:
+            self._spare.stdin.close()  # its end of input: it ends
+            self._spare = None
         for watch in self._watches.values():
             watch.stop()
         self._watches.clear()
@@ -193,17 +206,49 @@ class Service:
             if deployment_id not in self._watches:
                 self._watches[deployment_id] = FileWatch(self.store, row, self._wake.set).start()
 
-    def _spawn(self, run: RunRecord) -> int:
+    def _driver_env(self) -> dict[str, str]:
         env = {**os.environ, "AIRFLOWLESS_DB": self.db_url}
         env.pop("AIRFLOWLESS_ADDRESS", None)
         if self.address:
             env["AIRFLOWLESS_ADDRESS"] = self.address
+        return env
+
+    def _keep_warm(self) -> None:
+        """Start a warm driver if none waits (its output, until it has a run, goes to ``spare.log``)."""
+        if not self.warm_drivers or (self._spare is not None and self._spare.poll() is None):
+            return
+        if self._spare is not None:
+            log.warning("the warm driver (pid %d) ended with code %s before it had a run (see %s); runs start "
+                        "cold for %g s", self._spare.pid, self._spare.returncode, log_dir() / "spare.log",
+                        WARM_RETRY_S)
+            self._spare, self._spare_failed_at = None, time.monotonic()
+        if time.monotonic() - self._spare_failed_at < WARM_RETRY_S:
+            return
+        with open(log_dir() / "spare.log", "ab") as output:
+            os.chmod(output.name, 0o600)
+            self._spare = subprocess.Popen([sys.executable, "-m", "airflowless.service.driver", "--wait"],
+                                           stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
+                                           env=self._driver_env(), start_new_session=True)
+
+    def _hand_to_spare(self, run_id: int, log_file: str) -> subprocess.Popen[bytes] | None:
+        """Give run ``run_id`` to the warm driver, if one waits; it, or None."""
+        spare, self._spare = self._spare, None
+        if spare is None or spare.poll() is not None or spare.stdin is None:
+            return None
+        try:
+            spare.stdin.write(f"{run_id} {log_file}\n".encode())
+            spare.stdin.close()
+        except OSError:  # it ended meanwhile
+            return None
+        return spare
+
+    def _spawn(self, run: RunRecord) -> int:
         folder = log_dir()
         output = open(folder / f"run-{run.id}.log", "ab")  # noqa: SIM115 (kept open while the driver runs)
         os.chmod(output.name, 0o600)
-        process = subprocess.Popen([sys.executable, "-m", "airflowless.service.driver", str(run.id)],
-                                   stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                   start_new_session=True)
+        process = self._hand_to_spare(run.id, output.name) or subprocess.Popen(
+            [sys.executable, "-m", "airflowless.service.driver", str(run.id)], stdout=output,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._driver_env(), start_new_session=True)
         self.children[run.id] = _Child(run.id, process, output)
         self.store.set_run_driver(run.id, _driver_of(process.pid))
         log.info("run %d (%s, %s) started: driver pid %d", run.id, run.pipeline, run.trigger, process.pid)

@@ -89,15 +89,20 @@ def test_the_service_runs_a_schedule_and_a_submission_and_after_a_sigkill_misses
         assert "the feature store moved" in (store.get_run(failed).error or "")
         assert "the feature store moved" in (store.get_pipeline_deployment("breaks")["broken"] or "")
 
+        eventually(lambda: _warm_drivers(db), message="a warm driver waiting for the next run")
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         killed_at = time.time()
+        orphans = _warm_drivers(db)
+        eventually(lambda: not any(p.is_running() for p in orphans), timeout=30,
+                   message="the killed service's warm driver to end by itself")
         time.sleep(4)  # two ticks due while no service runs
         first = _service(db, address, log)
         eventually(lambda: any(r.status == RunStatus.SUCCEEDED and r.interval_end.timestamp() > killed_at + 6
                                for r in scheduled()), timeout=90, message=lambda: log.read_text()[-3000:])
     finally:
         stop(first)
+    eventually(lambda: not _warm_drivers(db), timeout=30, message="the stopped service's warm driver to end")
     # drivers outlive their service: let those in flight end
     eventually(lambda: not any(r.status == RunStatus.RUNNING for r in store.list_runs(limit=500)), timeout=60)
 
@@ -115,9 +120,27 @@ def test_the_service_runs_a_schedule_and_a_submission_and_after_a_sigkill_misses
         assert stage.started_at is not None and stage.finished_at is not None
         spans.append((stage.started_at.timestamp(), stage.finished_at.timestamp()))
     assert _overlaps(spans) == 1, "two runs of a max_active_runs=1 deployment at once"
-    driver_log = (Path(os.environ["AIRFLOWLESS_HOME"]) / "service" / "logs" / f"run-{done[0].id}.log").read_text()
+    logs = Path(os.environ["AIRFLOWLESS_HOME"]) / "service" / "logs"
+    driver_log = (logs / f"run-{done[0].id}.log").read_text()
     assert f"driver of run {done[0].id}" in driver_log and "work: succeeded" in driver_log
+    warm = [r for r in done if "(warm: started before the run)" in (logs / f"run-{r.id}.log").read_text()]
+    assert len(warm) >= len(done) - 2, "runs after the first of each service take a warm driver"
     store.close()
+
+
+def _warm_drivers(db: str) -> list[Any]:
+    """The warm drivers (waiting for a run) of the services on record ``db``."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if "--wait" in (process.info["cmdline"] or []) and "airflowless.service.driver" in process.info["cmdline"]:
+            try:
+                if process.environ().get("AIRFLOWLESS_DB") == db and process.is_running():
+                    found.append(process)
+            except psutil.Error:
+                continue
+    return found
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
