@@ -128,6 +128,9 @@ def start(address: str | None, db: str | None, tick: float | None, driver_memory
 @click.option("--include-existing", is_flag=True, help="Also run for what matches already (default: only new ones).")
 @click.option("--catchup", is_flag=True, help="After downtime, run every missed interval (default: the latest one).")
 @click.option("--max-active-runs", type=int, default=None, help="At most this many of its runs at once.")
+@click.option("--resume-abandoned", "resume_abandoned", type=click.IntRange(min=0), default=0, show_default=True,
+              metavar="N", help="When a run's driver dies (its machine, an OOM kill), the service resumes it, up to "
+                                "N times (what it finished is reused).")
 @click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first when runs wait.")
 @click.option("--pool", default=None, help="Each run takes a slot of this pool (airflowless pools set).")
 @click.option("--paused", is_flag=True, help="Create it paused.")
@@ -141,8 +144,8 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
            deadline: str | None,
            on_new_files: str | None, from_match: tuple[str, ...],
            quiet_for: float | None, marker: str | None, poll: float | None, batch: bool, include_existing: bool,
-           catchup: bool, max_active_runs: int | None, priority: int, pool: str | None, paused: bool,
-           replace: bool, upload: bool, db: str | None) -> None:
+           catchup: bool, max_active_runs: int | None, resume_abandoned: int, priority: int, pool: str | None,
+           paused: bool, replace: bool, upload: bool, db: str | None) -> None:
     """Deploy the pipeline TARGET (FILE or module, optionally :NAME) for the service to run."""
     from ..errors import ConfigError
     from ..service.deploy import deploy as record
@@ -160,7 +163,7 @@ def deploy(target: str, name: str, params: tuple[str, ...], cron: str | None, tz
                        catchup=catchup, max_active_runs=max_active_runs, priority=priority, pool=pool,
                        paused=paused, replace=replace, upload=upload, after=list(after), notify=list(notify),
                        on_new_files=files, include_existing=include_existing, deadline=deadline, only_if=list(only_if), expect_every=expect_every,
-                       pass_params=list(pass_params),
+                       pass_params=list(pass_params), resume_abandoned=resume_abandoned,
                        store=_open(db))
     except (AirflowlessError, KeyError) as exc:
         _fail(exc)

@@ -83,7 +83,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
            notify: list[str | tuple[str, Callable[..., Any]]] | None = None, on_new_files: str | FileSpec | None = None,
            include_existing: bool = False, deadline: str | float | None = None, only_if: list[str] | None = None,
            pass_params: list[str] | None = None, expect_every: str | float | None = None,
-           now: datetime | None = None, store: Store | None = None) -> dict[str, Any]:
+           resume_abandoned: int = 0, now: datetime | None = None, store: Store | None = None) -> dict[str, Any]:
     """Record deployment ``name`` of the pipeline at ``target``; the deployment as stored.
 
     ``upload``: its runs run the code as it is now, packed into the storage (:mod:`.upload`), not the file
@@ -94,12 +94,16 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
     run started for that long means its data is late. ``only_if``: run conditions,
     ``["weekdays", "previous-succeeded"]`` (:mod:`.conditions`). ``on_new_files``: a pattern (or a
     :class:`~.files.FileSpec` with its options): it runs once per new file or partition that matches, with
-    the match's fields as parameters; what matches now is left alone unless ``include_existing``. ``now``: the
+    the match's fields as parameters; what matches now is left alone unless ``include_existing``.
+    ``resume_abandoned``: when a run's driver dies, the service resumes it, up to that many times. ``now``: the
     moment it counts as deployed (its schedule's first tick is the next after it; default the present)."""
     from ..store import open_store
 
     _check_name(name)
     _check_limit(max_active_runs)
+    if not isinstance(resume_abandoned, int) or isinstance(resume_abandoned, bool) or resume_abandoned < 0:
+        raise ConfigError(f"resume_abandoned is how many times a run whose driver died is resumed: an integer >= 0, "
+                          f"got {resume_abandoned!r}")
     resolved, pipe = _resolve(target)
     schedule = None if cron is None and every is None else Schedule.parse(cron=cron, timezone=timezone_name,
                                                                            every=every)
@@ -138,7 +142,7 @@ def deploy(target: str | Pipeline, name: str, *, params: dict[str, Any] | None =
                                   paused=paused, replace=replace, after=following, notify=notifying,
                                   on_files=files.to_json() if files is not None else None, deadline_s=deadline_s,
                                   conditions=conditions, expect_every_s=expect_every_s,
-                                  now=None if now is None else _utc(now))
+                                  resume_abandoned=resume_abandoned, now=None if now is None else _utc(now))
     deployment = db.get_pipeline_deployment(name)
     if files is not None and not include_existing:  # what is there and whole now is not new
         db.record_existing(deployment["id"], [m for m in found.values() if m.ready])

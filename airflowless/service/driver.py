@@ -109,9 +109,10 @@ def _drive(argv: list[str], warm: bool) -> int:
             store.mark_deployment_broken(run.deployment_id, error)
         return 2
     client = init(get_settings().address, quiet=True)
+    resume = run.resumed_from if run.trigger == "resume" else None  # what the dead run finished is reused
     try:
         result = pipe.run(params, client=client, store=store, queued_run=run_id, raise_on_failure=False,
-                          progress=_progress)
+                          progress=_progress, resume=resume)
     except ResumeError as exc:  # cancelled while queued, or another driver took it
         print(f"not started: {exc}", file=sys.stderr, flush=True)
         return 3

@@ -6,7 +6,9 @@ Each tick (:data:`TICK_S`) it
    runs of others that just ended (:meth:`Store.queue_followers`); the deployments with a file trigger
    each have a watcher thread (:mod:`.watch`) that queues a run per new match and wakes the loop;
 2. queues again the runs claimed by services that died before their driver
-   started (:meth:`Store.release_orphans`, every heartbeat);
+   started (:meth:`Store.release_orphans`, every heartbeat), and settles the
+   runs whose driver died, queueing a resume of those whose deployment asks
+   for it (:meth:`Store.resume_abandoned_runs`, ``deploy --resume-abandoned N``);
 3. claims the queued runs that may start now (:meth:`Store.claim_runs`: limits,
    pools, priorities) and starts each one's driver as a child process
    (:mod:`.driver`), in a session of its own: a driver outlives a service that
@@ -143,6 +145,9 @@ class Service:
             released = self.store.release_orphans()
             if released:
                 log.warning("queued again run(s) %s: the service that claimed them died", released)
+            for dead, resume in self.store.resume_abandoned_runs():
+                log.warning("run %d: its driver died; %s", dead, f"queued run {resume} to resume it" if resume
+                            else "not resumed (its deployment's resume_abandoned is spent)")
             self._beat = time.monotonic()
         if time.monotonic() - self._watched_at >= WATCH_REFRESH_S:
             self._refresh_watches()

@@ -108,6 +108,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _steps(_add_columns("deployments", "models"), _add_columns("model_versions", "datasets", "code_version"))),
     Migration(13, "the pipeline run and stage that started each experiment",
               _steps(_add_columns("experiments", "run_id", "stage"), _create_indexes("experiments", "ix_experiments_run_id"))),
+    Migration(14, "deployments whose runs the service resumes when their driver dies",
+              _add_columns("pipeline_deployments", "resume_abandoned")),
 )
 
 

@@ -211,6 +211,7 @@ pipeline_deployments = Table(
     Column("conditions", JSON(none_as_null=True)),  # run conditions (airflowless.service.conditions)
     Column("deadline_s", Float),  # a run not ended this long after it was due is late (notify on_late / on_failure)
     Column("expect_every_s", Float),  # no run started for this long: its data is late (notify on_late / on_failure)
+    Column("resume_abandoned", Integer),  # how many times a run whose driver died is resumed by the service (None: 0)
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )

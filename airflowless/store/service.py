@@ -28,17 +28,18 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, and_, or_, select, text
+from sqlalchemy import Connection, Engine, and_, func, or_, select, text
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import ConfigError, ResumeError
 from . import schema
 from .clock import aware, utc_now
 from .liveness import Driver, driver_alive
-from .records import RunRecord, RunStatus, run_from_row
+from .records import RunRecord, RunStatus, StageStatus, run_from_row
 
 if TYPE_CHECKING:
     from ..service.schedules import Schedule
@@ -60,6 +61,7 @@ class Trigger:
     MANUAL = "manual"
     AFTER = "after"  # another deployment's run ended
     FILES = "files"  # a new file or partition (airflowless.service.files)
+    RESUME = "resume"  # an earlier run's driver died (deploy --resume-abandoned)
 
 
 def _lock(conn: Connection, key: int = _QUEUE_LOCK) -> None:
@@ -71,6 +73,7 @@ def _lock(conn: Connection, key: int = _QUEUE_LOCK) -> None:
 
 class ServiceRecords:
     engine: Engine
+    _settle_stages: Callable[[Connection, int, str, str, str], None]  # the Store's
 
     # -- deployments -----------------------------------------------------------
     def create_pipeline_deployment(self, name: str, *, pipeline: str, target: str, params: dict[str, Any],
@@ -81,7 +84,7 @@ class ServiceRecords:
                                    notify: list[dict[str, str]] | None = None,
                                    on_files: dict[str, Any] | None = None, deadline_s: float | None = None,
                                    conditions: list[dict[str, Any]] | None = None,
-                                   expect_every_s: float | None = None) -> int:
+                                   expect_every_s: float | None = None, resume_abandoned: int = 0) -> int:
         """Record deployment ``name``; :class:`ConfigError` if the name is taken (unless ``replace``).
 
         ``after``: ``{"deployments": [names], "states": [run states]}``: it runs when a run of each of those
@@ -90,6 +93,8 @@ class ServiceRecords:
         ``deadline_s``: a run not ended that long after it was due is late (:mod:`airflowless.service.notify`).
         ``conditions``: its runs start only when they hold (:mod:`airflowless.service.conditions`).
         ``expect_every_s``: no run started for that long means its data is late (notified).
+        ``resume_abandoned``: how many times the service resumes a run of it whose driver died
+        (:meth:`resume_abandoned_runs`).
         """
         now = now or utc_now()
         table = schema.pipeline_deployments
@@ -103,7 +108,7 @@ class ServiceRecords:
                       max_active_runs=max_active_runs, priority=priority, pool=pool, paused=int(paused),
                       next_due_at=schedule.next_after(now) if schedule else None, broken=None, updated_at=now,
                       after=after, notify=notify, on_files=on_files, deadline_s=deadline_s, conditions=conditions,
-                      expect_every_s=expect_every_s)
+                      expect_every_s=expect_every_s, resume_abandoned=resume_abandoned)
         with self.engine.begin() as conn:
             _lock(conn)
             if pool is not None:
@@ -418,6 +423,44 @@ class ServiceRecords:
                 released.append(int(row.id))
         return released
 
+    def resume_abandoned_runs(self, *, now: float | None = None) -> list[tuple[int, int | None]]:
+        """Settle the running runs of deployments with ``resume_abandoned`` whose driver died, and queue a resume
+        of each while its deployment's budget lasts; (run, the run queued to resume it or None) for each.
+
+        In one transaction under the queue's lock: the dead run is settled ``abandoned`` and claimed
+        (``resumed_by``) by the queued one, so it is resumed once however many services look. The queued run
+        (trigger ``resume``) has the same parameters and data interval, the next ``rerun`` of that interval,
+        and ``resumed_from``: its driver reuses what the dead run finished.
+        """
+        runs, deployments = schema.pipeline_runs, schema.pipeline_deployments
+        now = now or time.time()
+        found: list[tuple[int, int | None]] = []
+        with self.engine.begin() as conn:
+            _lock(conn)
+            rows = conn.execute(select(runs, deployments.c.resume_abandoned.label("budget"))
+                                .join(deployments, deployments.c.id == runs.c.deployment_id)
+                                .where(and_(runs.c.status == RunStatus.RUNNING, runs.c.resumed_by.is_(None),
+                                            deployments.c.resume_abandoned > 0))).mappings().all()
+            for row in rows:
+                driver = Driver(row["driver_host"], row["driver_pid"], row["driver_started"])
+                if driver_alive(driver, heartbeat_at=aware(row["heartbeat_at"] or row["created_at"]), now=now):
+                    continue
+                error = "the driver died before the run ended"
+                resumes = _resumes_before(conn, row["resumed_from"])
+                resumed_by = None
+                if resumes < row["budget"]:
+                    resumed_by = _queue_resume(conn, row)
+                else:
+                    error += (f"; not resumed: resumed {resumes} time(s) already, its deployment's "
+                              f"resume_abandoned ({row['budget']})")
+                conn.execute(runs.update().where(and_(runs.c.id == row["id"], runs.c.status == RunStatus.RUNNING))
+                             .values(status=RunStatus.ABANDONED, finished_at=utc_now(), error=error,
+                                     resumed_by=resumed_by))
+                self._settle_stages(conn, row["id"], StageStatus.ABANDONED, StageStatus.ABANDONED,
+                                    "the driver died before the stage ended")
+                found.append((int(row["id"]), resumed_by))
+        return found
+
     def queued_runs(self) -> list[RunRecord]:
         """The runs waiting in the queue, in the order they would start."""
         runs = schema.pipeline_runs
@@ -533,6 +576,38 @@ def _insert_queued(conn: Connection, pipeline: str, *, target: str, params: dict
         return None
     nested.commit()
     return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
+def _resumes_before(conn: Connection, resumed_from: int | None) -> int:
+    """How many resumes by the service led to a run resumed from ``resumed_from`` (its chain's length)."""
+    runs = schema.pipeline_runs
+    count = 0
+    while resumed_from is not None:
+        row = conn.execute(select(runs.c.trigger, runs.c.resumed_from).where(runs.c.id == resumed_from)).first()
+        if row is None:
+            break
+        count += 1
+        resumed_from = row.resumed_from if row.trigger == Trigger.RESUME else None
+    return count
+
+
+def _queue_resume(conn: Connection, row: Any) -> int | None:
+    """Queue a resume of dead run ``row`` (same parameters and interval, the interval's next rerun); its id."""
+    runs = schema.pipeline_runs
+    start, end = aware(row["interval_start"]), aware(row["interval_end"])
+    interval = (start, end) if start is not None and end is not None else None
+    rerun = 0
+    if interval is not None:
+        rerun = 1 + (conn.execute(select(func.max(runs.c.rerun)).where(and_(
+            runs.c.deployment_id == row["deployment_id"], runs.c.interval_start == row["interval_start"]))).scalar()
+            or 0)
+    queued = _insert_queued(conn, row["pipeline"], target=row["target"] or row["module"], params=row["params"],
+                            trigger=Trigger.RESUME, deployment_id=row["deployment_id"], priority=row["priority"],
+                            pool=row["pool"], interval=interval, rerun=rerun, backfill_id=row["backfill_id"],
+                            detail=f"resumes run {row['id']}, whose driver died")
+    if queued is not None:
+        conn.execute(runs.update().where(runs.c.id == queued).values(resumed_from=row["id"]))
+    return queued
 
 
 def _last_followed(conn: Connection, deployment_id: int) -> dict[str, int]:

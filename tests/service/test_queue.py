@@ -225,7 +225,7 @@ def test_migrations_7_to_10_keep_older_records_readable(backend_url: str) -> Non
     store.close()
     again = open_store(backend_url)
     try:
-        assert again.version == MIGRATIONS[-1].version == 13
+        assert again.version == MIGRATIONS[-1].version == 14
         (old,) = again.list_runs()
         assert old.status == RunStatus.SUCCEEDED and old.trigger is None
         _deploy(again)

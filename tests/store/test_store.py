@@ -36,12 +36,32 @@ def _assert_utc(value: datetime | None, *, near: datetime) -> None:
 # -- schema and migrations ----------------------------------------------------------------
 
 def test_migrate_creates_every_schema_version(db: Store) -> None:
-    assert db.version == MIGRATIONS[-1].version == 13
-    assert _version_rows(db) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert db.version == MIGRATIONS[-1].version == 14
+    assert _version_rows(db) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
     with db.engine.connect() as conn:
         names = set(inspect(conn).get_table_names())
     assert {"airflowless_schema_version", "pipeline_runs", "stage_runs", "experiments", "trials", "metrics",
             "checkpoints", "deployments", "pipeline_deployments", "pools", "backfills", "services"} <= names
+
+
+def test_a_record_written_at_version_13_gains_the_deployments_resume_budget(backend_url: str) -> None:
+    from sqlalchemy import text
+
+    first = open_store(backend_url)
+    first.create_pipeline_deployment("old", pipeline="p", target="p.py", params={}, schedule=None)
+    with first.engine.begin() as conn:  # as version 13 wrote it
+        conn.execute(text("ALTER TABLE pipeline_deployments DROP COLUMN resume_abandoned"))
+        conn.execute(text("DELETE FROM airflowless_schema_version WHERE version = 14"))
+    first.close()
+    again = open_store(backend_url)
+    try:
+        assert again.version == 14
+        assert again.get_pipeline_deployment("old")["resume_abandoned"] is None  # read as 0: never resumed
+        again.create_pipeline_deployment("new", pipeline="p", target="p.py", params={}, schedule=None,
+                                         resume_abandoned=2)
+        assert again.get_pipeline_deployment("new")["resume_abandoned"] == 2
+    finally:
+        again.close()
 
 
 def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
@@ -52,8 +72,8 @@ def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
     for _ in range(2):
         again = open_store(backend_url)
         try:
-            assert again.version == 13
-            assert _version_rows(again) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]  # no second row for the same migration
+            assert again.version == 14
+            assert _version_rows(again) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]  # no second row for the same migration
             assert again.get_run(run_id).pipeline == "demo"  # and the data is still there
             assert again.count_runs() == 1
         finally:
