@@ -132,7 +132,7 @@ class Settings:
             submit_max_mb=_positive(env, "AIRFLOWLESS_SUBMIT_MAX_MB", 100.0, "MiB"),
             driver_memory_mb=_positive(env, "AIRFLOWLESS_DRIVER_MEMORY_MB", None, "MiB"),
             driver_timeout_s=_positive(env, "AIRFLOWLESS_DRIVER_TIMEOUT_S", None, "seconds"),
-            warm_drivers=env.get("AIRFLOWLESS_WARM_DRIVERS", "1").strip() != "0",
+            warm_drivers=env.get("AIRFLOWLESS_WARM_DRIVERS", "1").strip().lower() not in {"0", "false", "no", "off"},
             token=env.get("AIRFLOWLESS_TOKEN") or None,
             tls_dir=env.get("AIRFLOWLESS_TLS_DIR") or None,
             tls_ca=env.get("AIRFLOWLESS_TLS_CA") or None,

@@ -58,7 +58,11 @@ class _Capture:
         self.cut = 0
 
     def _open(self) -> IO[bytes]:
-        path = self.uri.removeprefix("file://") if self.local else tempfile.mkstemp(suffix=".log")[1]
+        if self.local:
+            path = self.uri.removeprefix("file://")
+        else:
+            fd, path = tempfile.mkstemp(suffix=".log")
+            os.close(fd)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self.path = path
         self.file = open(path, "ab")  # noqa: SIM115 - closed by close()

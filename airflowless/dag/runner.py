@@ -443,7 +443,7 @@ class _Watch:
                 done = [n for n in pending if self.futures[n].done()]
                 self._take_results(done)
                 for name in done:
-                    self._finished(name)  # a signal before it leaves it pending, for _record_finished
+                    self._finished(name)
                 self._carry_out(self.state.handle(Tick(time.monotonic())))
                 self._flush(every=_FLUSH_S)
             self._drain_events()
@@ -482,8 +482,13 @@ class _Watch:
             self._flush()
 
     def _record_finished(self) -> None:
-        """Record the stages that finished before the run was interrupted, not yet seen by the loop."""
-        for name in [n for n in self.order if n in self.state.pending and self.futures[n].status == "finished"]:
+        """Record the stages that finished before the run was interrupted, not yet seen by the loop.
+
+        (Those with a future only: a submission that failed or was interrupted made none.)
+        """
+        seen = self.outcomes.keys() | self.state.errors.keys()
+        for name in [n for n in self.order if n in self.futures and n not in seen
+                     and self.futures[n].status == "finished"]:
             with contextlib.suppress(Exception):
                 self._finished(name)
 
@@ -546,8 +551,8 @@ class _Watch:
         future = self.futures[name]
         if future.status == "finished":
             outcome: Outcome = self.results.pop(name) if name in self.results else future.result()
-            self.outcomes[name] = outcome
             self._carry_out(self.state.handle(Succeeded(name, outcome)))
+            self.outcomes[name] = outcome  # (after its record: a signal before leaves it to _record_finished)
             return
         try:
             error = future.exception()

@@ -143,15 +143,21 @@ def run_stage(call: StageCall, *upstream: Outcome) -> Outcome:
                    summarize(value))
 
 
+SECEDE_AFTER_S = 5.0
+"""A wait to retry at least this long gives the worker thread back; a shorter one keeps it."""
+
+
 def _wait_to_retry(delay: float) -> None:
-    """Wait ``delay`` seconds without holding one of the worker's threads: it runs other tasks meanwhile.
+    """Wait ``delay`` seconds; from :data:`SECEDE_AFTER_S` on, without holding one of the worker's threads.
 
     The task leaves the worker's pool while it waits (Dask's ``secede``, as a task
-    that waits on others does) and takes a free thread again after (``rejoin``).
+    that waits on others does), so the worker runs other tasks meanwhile, and takes
+    a thread again after (``rejoin``: when the worker is busy, the next attempt
+    waits for a free thread, as a new task would). A short wait is not worth that.
     """
     if delay <= 0:
         return
-    if _worker() is None:
+    if _worker() is None or delay < SECEDE_AFTER_S:
         time.sleep(delay)
         return
     from distributed import rejoin, secede

@@ -49,6 +49,7 @@ from typing import IO, TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..settings import get_settings
 from ..store.liveness import Driver, this_driver
+from ..store.records import RunStatus
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -91,6 +92,7 @@ class _Child:
     run_id: int
     process: subprocess.Popen[bytes]
     log: IO[bytes]
+    warm: bool = False  # a warm driver was handed the run
     began: float = field(default_factory=time.monotonic)
     over: str | None = None  # the limit it passed: it is being stopped
     stopped_at: float = 0.0  # when it was asked to stop (monotonic)
@@ -229,11 +231,15 @@ class Service:
             self._spare, self._spare_failed_at = None, time.monotonic()
         if time.monotonic() - self._spare_failed_at < WARM_RETRY_S:
             return
-        with open(log_dir() / "spare.log", "ab") as output:
-            os.chmod(output.name, 0o600)
-            self._spare = subprocess.Popen([sys.executable, "-m", "airflowless.service.driver", "--wait"],
-                                           stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
-                                           env=self._driver_env(), start_new_session=True)
+        try:
+            with open(log_dir() / "spare.log", "ab") as output:
+                os.chmod(output.name, 0o600)
+                self._spare = subprocess.Popen([sys.executable, "-m", "airflowless.service.driver", "--wait"],
+                                               stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
+                                               env=self._driver_env(), start_new_session=True)
+        except OSError as exc:  # no room for a process or a file now: runs start cold meanwhile
+            log.warning("could not start a warm driver (%s); runs start cold for %g s", exc, WARM_RETRY_S)
+            self._spare_failed_at = time.monotonic()
 
     def _hand_to_spare(self, run_id: int, log_file: str) -> subprocess.Popen[bytes] | None:
         """Give run ``run_id`` to the warm driver, if one waits; it, or None."""
@@ -251,29 +257,40 @@ class Service:
         folder = log_dir()
         output = open(folder / f"run-{run.id}.log", "ab")  # noqa: SIM115 (kept open while the driver runs)
         os.chmod(output.name, 0o600)
-        process = self._hand_to_spare(run.id, output.name) or subprocess.Popen(
+        spare = self._hand_to_spare(run.id, output.name)
+        process = spare or subprocess.Popen(
             [sys.executable, "-m", "airflowless.service.driver", str(run.id)], stdout=output,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._driver_env(), start_new_session=True)
-        self.children[run.id] = _Child(run.id, process, output)
+        self.children[run.id] = _Child(run.id, process, output, warm=spare is not None)
         self.store.set_run_driver(run.id, _driver_of(process.pid))
         log.info("run %d (%s, %s) started: driver pid %d", run.id, run.pipeline, run.trigger, process.pid)
         return run.id
 
     def _reap(self) -> None:
+        """Record what the drivers that ended leave unrecorded (a child is forgotten once that is written)."""
         for run_id, child in list(self.children.items()):
             code = child.process.poll()
             if code is None:
                 continue
-            del self.children[run_id]
-            child.log.close()
             if child.over is not None:
                 self._record_stopped(child)
+            elif child.warm and self.store.get_run(run_id).status == RunStatus.QUEUED:
+                # a warm driver that died before it took its run (it was still starting): the run starts cold
+                log.warning("run %d: its warm driver (pid %d) ended with code %s before taking it (see %s); "
+                            "starting it cold, and runs start cold for %g s", run_id, child.process.pid, code,
+                            log_dir() / "spare.log", WARM_RETRY_S)
+                self._spare_failed_at = time.monotonic()
+                del self.children[run_id]
+                child.log.close()
+                self._spawn(self.store.get_run(run_id))
                 continue
-            tail = _tail(Path(child.log.name))
-            if self.store.fail_queued_run(run_id, f"its driver exited with code {code} before it took the run:\n"
-                                                  f"{tail}"):
-                log.warning("run %d failed: its driver exited with code %d before taking it", run_id, code)
-
+            else:
+                tail = _tail(Path(child.log.name))
+                if self.store.fail_queued_run(run_id, f"its driver exited with code {code} before it took the "
+                                                      f"run:\n{tail}"):
+                    log.warning("run %d failed: its driver exited with code %d before taking it", run_id, code)
+            del self.children[run_id]
+            child.log.close()
 
     def _enforce_limits(self) -> None:
         """Stop the drivers past the service's limits; kill those that outlived their grace."""
@@ -295,33 +312,34 @@ class Service:
 
     def _limit_passed(self, child: _Child, now: float) -> str | None:
         """What limit ``child``'s driver passed, said for the run's error; None while within them."""
-        if self.driver_timeout_s is not None and now - child.began > self.driver_timeout_s:
-            return (f"its driver ran longer than {self.driver_timeout_s:g} s, the service's driver timeout "
-                    "(AIRFLOWLESS_DRIVER_TIMEOUT_S, or `service start --driver-timeout`)")
         if self.driver_memory_mb is not None:
             import psutil
 
             try:
                 resident = psutil.Process(child.process.pid).memory_info().rss
             except psutil.Error:
-                return None
+                resident = 0
             if resident > self.driver_memory_mb * 2**20:
                 return (f"its driver used {resident / 2**20:.0f} MiB of memory, over the service's limit of "
                         f"{self.driver_memory_mb:g} MiB (AIRFLOWLESS_DRIVER_MEMORY_MB, or "
                         "`service start --driver-memory-mb`)")
+        if self.driver_timeout_s is not None and now - child.began > self.driver_timeout_s:
+            return (f"its driver ran longer than {self.driver_timeout_s:g} s, the service's driver timeout "
+                    "(AIRFLOWLESS_DRIVER_TIMEOUT_S, or `service start --driver-timeout`)")
         return None
 
     def _record_stopped(self, child: _Child) -> None:
-        """Record the run of a driver stopped for a limit ``failed``, saying which (unless it ended well first)."""
-        from ..store.records import RunStatus
-
+        """Record the run of a driver stopped for a limit ``failed``, saying which: unless it ended otherwise
+        first (it succeeded or failed meanwhile, or someone else cancelled it)."""
         run = self.store.get_run(child.run_id)
-        if run.status in (RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.QUEUED):
-            error = f"stopped by the service: {child.over}"
-            if run.status == RunStatus.QUEUED:
-                self.store.fail_queued_run(child.run_id, error)
-            else:
-                self.store.finish_run(child.run_id, RunStatus.FAILED, error=error)
+        error = f"stopped by the service: {child.over}"
+        if run.status == RunStatus.QUEUED:
+            self.store.fail_queued_run(child.run_id, error)
+        elif run.status == RunStatus.RUNNING or (run.status == RunStatus.CANCELLED
+                                                 and "SIGTERM" in (run.error or "")):  # our signal's cancel
+            self.store.finish_run(child.run_id, RunStatus.FAILED, error=error)
+        else:
+            return
         log.warning("run %d failed: %s", child.run_id, child.over)
 
 

@@ -322,3 +322,21 @@ def nested(n: int = 10):
 def test_stages_launch_cluster_work_and_see_the_worker_plugin(store) -> None:  # noqa: ANN001
     result = nested.run({"n": 10}, store=store)
     assert result.value == (285, True)
+
+
+@stage(cache=False)
+def hold(lock: object) -> str:
+    return "held"
+
+
+@pipeline
+def unsendable():
+    return hold(threading.Lock())  # no pickle takes a lock to a worker
+
+
+def test_a_graph_that_cannot_be_sent_fails_its_run_with_the_reason(store) -> None:  # noqa: ANN001
+    with pytest.raises(Exception, match="(?i)lock") as raised:
+        unsendable.run({}, store=store)
+    assert not isinstance(raised.value, KeyError), raised.value
+    run = store.get_run(store.list_runs(limit=1)[0].id)
+    assert run.status == "failed" and "lock" in (run.error or "").lower(), run.error

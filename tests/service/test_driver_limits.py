@@ -50,7 +50,7 @@ def test_a_driver_past_the_services_memory_or_time_is_stopped_and_its_run_fails_
     slow = submit(str(module), params={"seconds": 60}, store=store)
     log = tmp_path / "service.log"
     service = start_service(db, cluster_client.scheduler.address, log,
-                            env={"AIRFLOWLESS_DRIVER_MEMORY_MB": "800", "AIRFLOWLESS_DRIVER_TIMEOUT_S": "6"})
+                            env={"AIRFLOWLESS_DRIVER_MEMORY_MB": "800", "AIRFLOWLESS_DRIVER_TIMEOUT_S": "10"})
     try:
         ended = lambda run: store.get_run(run).status in RunStatus.TERMINAL  # noqa: E731
         eventually(lambda: ended(greedy) and ended(slow), timeout=90, message=lambda: log.read_text()[-3000:])
@@ -62,6 +62,6 @@ def test_a_driver_past_the_services_memory_or_time_is_stopped_and_its_run_fails_
     assert greedy_run.status == RunStatus.FAILED
     assert "its driver used" in greedy_run.error and "over the service's limit of 800 MiB" in greedy_run.error
     assert slow_run.status == RunStatus.FAILED
-    assert "its driver ran longer than 6 s" in slow_run.error
+    assert "its driver ran longer than 10 s" in slow_run.error
     assert slow_run.stage("wait").status == "cancelled"  # SIGTERM: the driver cancelled its stage as on Ctrl-C
     assert store.get_run(within).status == RunStatus.SUCCEEDED
