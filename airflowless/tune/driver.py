@@ -20,7 +20,7 @@ import itertools
 import queue
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClusterLostError
@@ -74,6 +74,20 @@ class ControlRequest:
     message: dict[str, Any]
 
 
+@dataclass
+class _TrialRun:
+    """What the driver keeps of one trial while the experiment runs: one record per trial."""
+
+    seen: set[int] = field(default_factory=set)  # iterations handled (a restored trial's reports count as seen)
+    received: int = 0  # reports heard from its current run
+    run_key: str | None = None  # function trial: the key of its run on a worker (kept while that run is parked)
+    future: Any = None  # function trial: the task running it now
+    outcome: tuple[dict[str, Any], float] | None = None  # what its ended task said, and when (reports may lag)
+    parked_on: str | None = None  # paused function trial: the worker its run waits on
+    thread: TrainerTrial | None = None  # Trainer trial: the thread running it now
+    pausing: bool = False  # Trainer trial asked to pause (its run stops; it resumes from its checkpoint)
+
+
 class TuneDriver:
     """Carries out the controller's actions on the cluster and feeds it events (see the module docstring)."""
 
@@ -90,19 +104,12 @@ class TuneDriver:
         self.ended: dict[str, PickledOnce] = {}  # trials that ended for good, pickled once for every later save
         self.key = current_key()  # signs every saved state
         self.outcomes: dict[str, dict[str, Any]] = {}  # task key -> what its run said on the topic
-        self.futures: dict[str, Any] = {}  # function trial -> the task running it now
         self.ending: list[Any] = []  # tasks whose outcome was heard, kept until they end on the cluster
         self.starting: list[tuple[str, tuple[Any, ...]]] = []  # function trials to submit this turn: (id, args)
-        self.threads: dict[str, TrainerTrial] = {}
-        self.expected: dict[str, tuple[dict[str, Any], float]] = {}  # trial -> (what its task said, when)
-        self.runs: dict[str, str] = {}  # function trial -> the key of its run on a worker
-        self.parked: dict[str, str] = {}  # paused function trial -> the worker its run waits on
-        self.pausing: set[str] = set()  # Trainer trials asked to pause (their runs stop; resumed from checkpoints)
         self.releases: list[Any] = []  # tasks letting paused runs go
-        self.received: dict[str, int] = {}
-        # trial -> iterations already handled; a restored experiment's reports count as seen
-        self.seen: dict[str, set[int]] = {t.trial_id: {int(r.get("training_iteration", 0)) for r in t.results}
-                                          for t in controller.trials.values()}
+        self.live: dict[str, _TrialRun] = {  # a restored experiment's reports count as seen
+            t.trial_id: _TrialRun(seen={int(r.get("training_iteration", 0)) for r in t.results})
+            for t in controller.trials.values()}
         needs_stop = self.controller.scheduler.needs_results_promptly or bool(self.controller.stoppers)
         self.stop_events = needs_stop
         self.callbacks = CallbackList(tuner.run_config.callbacks, controller.trials)  # RunConfig(callbacks=...)
@@ -172,7 +179,7 @@ class TuneDriver:
             raise
         except BaseException:
             self._save()
-            for trial_id in [*self.futures, *self.parked]:
+            for trial_id in [tid for tid, run in self.live.items() if run.future is not None or run.parked_on]:
                 self._stop(trial_id)
             raise
         finally:
@@ -214,24 +221,26 @@ class TuneDriver:
         self.tuner._save_state(self.controller, self.recorder.experiment_id, self.trainable, ended=self.ended,
                                key=self.key)
 
+    def _run_of(self, trial_id: str) -> _TrialRun:
+        return self.live.setdefault(trial_id, _TrialRun())
+
     def _start(self, action: Start) -> None:
         trial = action.trial
         storage_dir = f"{self.path}/{trial.trial_id}"
         trial.path = storage_dir  # (the record and the callbacks hear of the start once it is submitted)
         start_iteration = action.iteration  # a restarted trial numbers its reports on from its checkpoint
-        self.received[trial.trial_id] = 0
-        self.seen[trial.trial_id] = {it for it in self.seen.get(trial.trial_id, ()) if it <= start_iteration}
+        run = self._run_of(trial.trial_id)
+        run.received = 0
+        run.seen = {it for it in run.seen if it <= start_iteration}
         if isinstance(self.tuner.trainable, BaseTrainer):
-            thread = TrainerTrial(self.tuner.trainable, trial.config, trial.trial_id, storage_dir,
-                                  action.checkpoint, start_iteration, self.events, decides=self.stop_events)
-            self.threads[trial.trial_id] = thread
-            thread.start()
+            run.thread = TrainerTrial(self.tuner.trainable, trial.config, trial.trial_id, storage_dir,
+                                      action.checkpoint, start_iteration, self.events, decides=self.stop_events)
+            run.thread.start()
             return
         stop_name = f"{self.topic}-{trial.trial_id}-decisions" if self.stop_events else None
-        if trial.trial_id in self.parked:  # restarted from a checkpoint: its paused run is not needed
+        if run.parked_on is not None:  # restarted from a checkpoint: its paused run is not needed
             self._release(trial.trial_id)
-        run_key = f"{self.topic}-{trial.trial_id}-{next(self.numbers)}"
-        self.runs[trial.trial_id] = run_key
+        run_key = run.run_key = f"{self.topic}-{trial.trial_id}-{next(self.numbers)}"
         self.starting.append((trial.trial_id, (self.sealed, trial.config, trial.trial_id, self.topic, storage_dir,
                                                action.checkpoint, stop_name, start_iteration, run_key)))
 
@@ -260,41 +269,45 @@ class TuneDriver:
 
     def _watch(self, trial_id: str, future: Any) -> None:
         """The trial's task: it ends when its outcome comes on the topic (see :meth:`_finish_ended_tasks`)."""
-        self.futures[trial_id] = future
+        self._run_of(trial_id).future = future
 
     def _resume(self, trial_id: str) -> None:
         """A paused function trial goes on in memory: a task on its worker wakes its run."""
         trial = self.controller.trials[trial_id]
         self.recorder.trial_started(trial)
         self.callbacks.trial_started(trial)
-        worker = self.parked.pop(trial_id)
+        run = self._run_of(trial_id)
+        worker, run.parked_on = run.parked_on, None
         # placed on the run's worker while it lives; elsewhere it finds nothing and the trial restarts
-        future = self.client.submit(resume_function_trial, self.runs[trial_id], workers=[worker],
+        future = self.client.submit(resume_function_trial, run.run_key, workers=[worker],
                                     allow_other_workers=True, resources=self._resources, pure=False, retries=0,
                                     key=self._task_key(trial_id, "-resume"))
         self._watch(trial_id, future)
 
     def _release(self, trial_id: str) -> None:
-        worker = self.parked.pop(trial_id)
-        self.releases.append(self.client.submit(release_function_trial, self.runs[trial_id], workers=[worker],
+        run = self._run_of(trial_id)
+        worker, run.parked_on = run.parked_on, None
+        self.releases.append(self.client.submit(release_function_trial, run.run_key, workers=[worker],
                                                 allow_other_workers=False, pure=False, retries=0))
 
     def _stop(self, trial_id: str) -> None:
-        if trial_id in self.parked:
+        run = self._run_of(trial_id)
+        if run.parked_on is not None:
             self._release(trial_id)
-        if trial_id in self.threads:
-            self.threads[trial_id].stop_requested.set()
-        elif self.stop_events and trial_id in self.futures:
+        if run.thread is not None:
+            run.thread.stop_requested.set()
+        elif self.stop_events and run.future is not None:
             self._decide(trial_id, "STOP")
         trial = self.controller.trials[trial_id]
         if trial.finished:  # a paused trial ended without running again
             self._ended(trial)
 
     def _pause(self, trial_id: str) -> None:
-        if trial_id in self.threads:  # a Trainer trial stops and later restarts from its checkpoint
-            self.pausing.add(trial_id)
-            self.threads[trial_id].stop_requested.set()
-        elif trial_id in self.futures:  # a function trial's run waits in memory on its worker
+        run = self._run_of(trial_id)
+        if run.thread is not None:  # a Trainer trial stops and later restarts from its checkpoint
+            run.pausing = True
+            run.thread.stop_requested.set()
+        elif run.future is not None:  # a function trial's run waits in memory on its worker
             self._decide(trial_id, "PAUSE")
 
     def _decide(self, trial_id: str, decision: str) -> None:
@@ -319,7 +332,7 @@ class TuneDriver:
             message = item.message
             trial_id = message["trial"]
             for report in message.get("reports", ()):
-                self.received[trial_id] = self.received.get(trial_id, 0) + 1
+                self._run_of(trial_id).received += 1
                 self._result(trial_id, {**report["metrics"], "training_iteration": report["step"],
                                         "checkpoint_uri": report.get("checkpoint"), "_reported_at": report.get("time"),
                                         "_this_iter_s": report.get("this_iter_s")})
@@ -335,15 +348,16 @@ class TuneDriver:
                     item.handled.set()  # a Trainer trial waiting for the decision on this report goes on
         elif isinstance(item, TrainerEnded) and item.error is None:
             trial_id = item.trial_id
-            self.threads.pop(trial_id, None)
-            if trial_id in self.pausing:
-                self.pausing.discard(trial_id)
+            run = self._run_of(trial_id)
+            run.thread = None
+            if run.pausing:
+                run.pausing = False
                 self._paused(trial_id, worker=None)
                 return
             self.controller.handle(Completed(trial_id))
             self._ended(self.controller.trials[trial_id])
         elif isinstance(item, TrainerEnded):
-            self.threads.pop(item.trial_id, None)
+            self._run_of(item.trial_id).thread = None
             self._error(item.trial_id, item.error or "")
         else:
             self._control(item.message)
@@ -359,10 +373,11 @@ class TuneDriver:
         for action in actions:
             trial_id = action.trial.trial_id
             self._stop(trial_id)
-            if trial_id in self.futures and trial_id in self.runs and not self.stop_events:
+            run = self._run_of(trial_id)
+            if run.future is not None and run.run_key is not None and not self.stop_events:
                 # a function trial that waits for no decision stops at its next report
                 with contextlib.suppress(Exception):
-                    self.client.run(stop_function_trial, self.runs[trial_id])
+                    self.client.run(stop_function_trial, run.run_key)
 
     def _auto_filled(self, trial_id: str, result: dict[str, Any]) -> dict[str, Any]:
         """``result`` with Ray's auto-filled fields (:data:`..store.records.AUTO_FILLED`) after the trial's own metrics."""
@@ -377,13 +392,12 @@ class TuneDriver:
 
     def _result(self, trial_id: str, result: dict[str, Any]) -> None:
         result = self._auto_filled(trial_id, result)
-        iteration, seen = int(result.get("training_iteration", 0)), self.seen.setdefault(trial_id, set())
-        if iteration in seen:  # replayed by a trial restarted from an earlier checkpoint: kept once
-            future = self.futures.get(trial_id)
-            if self.stop_events and future is not None and not future.done():
+        iteration, run = int(result.get("training_iteration", 0)), self._run_of(trial_id)
+        if iteration in run.seen:  # replayed by a trial restarted from an earlier checkpoint: kept once
+            if self.stop_events and run.future is not None and not run.future.done():
                 self._decide(trial_id, "CONTINUE")  # its task still waits for an answer
             return
-        seen.add(iteration)
+        run.seen.add(iteration)
         if not self.controller.accepts(trial_id):  # sent after its stop: not part of the trial
             return
         stopped = False
@@ -393,18 +407,19 @@ class TuneDriver:
             else:
                 self._stop(action.trial.trial_id)
             stopped = stopped or action.trial.trial_id == trial_id
-        if self.stop_events and trial_id in self.futures and not stopped:
+        if self.stop_events and run.future is not None and not stopped:
             self._decide(trial_id, "CONTINUE")  # the function trial waits for an answer to each report
         self.recorder.result(self.controller.trials[trial_id], result)
         self.callbacks.result(self.controller.trials[trial_id], result)
 
     def _paused(self, trial_id: str, worker: str | None) -> None:
         """A paused trial's run stopped: parked on ``worker``, or gone (it resumes from its checkpoint)."""
+        run = self._run_of(trial_id)
         if worker is not None:
-            self.parked[trial_id] = worker
+            run.parked_on = worker
         self.controller.handle(RunPaused(trial_id, in_memory=worker is not None))
         trial = self.controller.trials[trial_id]
-        if trial.finished and trial_id in self.parked:  # stopped while it paused: its parked run goes
+        if trial.finished and run.parked_on is not None:  # stopped while it paused: its parked run goes
             self._release(trial_id)
         if trial.finished:
             self._ended(trial)
@@ -439,24 +454,26 @@ class TuneDriver:
         after the outcome (lost too) are read from the topic's history after a while.
         """
         self.ending = [future for future in self.ending if future.status == "pending"]
-        if any(f.status != "pending" and f.key not in self.outcomes and tid not in self.expected
-               for tid, f in self.futures.items()):
+        running = [(tid, run) for tid, run in self.live.items() if run.future is not None]
+        if any(run.future.status != "pending" and run.future.key not in self.outcomes and run.outcome is None
+               for _, run in running):
             self._drain(timeout=0)  # what those tasks sent before they ended is queued by now
         now = time.monotonic()
-        for trial_id, future in self.futures.items():
-            if trial_id in self.expected:
+        for _, run in running:
+            if run.outcome is not None or run.future is None:
                 continue
-            said = self.outcomes.pop(future.key, None)
-            if said is None and future.status == "pending":
+            said = self.outcomes.pop(run.future.key, None)
+            if said is None and run.future.status == "pending":
                 continue
             if said is None:
-                said = future.result() if future.status == "finished" else {"failed": True}
-            self.expected[trial_id] = (said, now)
-        for trial_id, (said, ended) in list(self.expected.items()):
-            future = self.futures[trial_id]
+                said = run.future.result() if run.future.status == "finished" else {"failed": True}
+            run.outcome = (said, now)
+        for trial_id, run in running:
+            if run.outcome is None or run.future is None:
+                continue
+            (said, ended), future = run.outcome, run.future
             if said.get("failed"):
-                del self.expected[trial_id]
-                del self.futures[trial_id]
+                run.outcome = run.future = None
                 try:
                     exception = future.exception()
                     error = f"{type(exception).__name__}: {exception}"
@@ -469,14 +486,13 @@ class TuneDriver:
                     self._error(trial_id, error)
                 continue
             sent = int(said["sent"])
-            if self.received.get(trial_id, 0) < sent and time.monotonic() - ended < 5.0:
+            if run.received < sent and time.monotonic() - ended < 5.0:
                 continue
-            if self.received.get(trial_id, 0) < sent:  # late: read the topic's history (reports seen are kept once)
+            if run.received < sent:  # late: read the topic's history (reports seen are kept once)
                 for _, message in self.client.get_events(self.topic):
                     if message.get("trial") == trial_id:
                         self._handle(TopicMessage({k: v for k, v in message.items() if k != "event"}))
-            del self.expected[trial_id]
-            del self.futures[trial_id]
+            run.outcome = run.future = None
             self.ending.append(future)
             if said.get("parked"):
                 self._paused(trial_id, worker=said["worker"])
