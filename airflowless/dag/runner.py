@@ -409,7 +409,7 @@ class _Watch:
         for item in items:
             self.plans[item.name] = self.planner.plan(item.name, item.stage, item_keys[item.name], renewed=renewed)
         self.store.add_stages(self.run_id, [_row(item, self.plans[item.name]) for item in items])
-        self._record(name, upstream=gather.upstream)
+        self._record(name, upstream=[*node.upstream, *gather.upstream])  # what it maps over, and its items
         reused = frozenset(item.name for item in items if self.plans[item.name].reuse is not None)
         self.progress(name, f"mapped over {len(items)} items ({len(reused)} reused)")
         return self.state.handle(Expanded(name, items, gather, reused))

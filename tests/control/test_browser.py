@@ -170,6 +170,39 @@ def test_run_pages_live_then_finished(browser: Browser, dashboard: str) -> None:
     assert "<td>stage combine</td>" in compared
 
 
+# -- a mapped stage: one node for its items ---------------------------------------------------
+
+@stage
+def days(n: int) -> list[int]:
+    return list(range(n))
+
+
+@stage
+def score_day(day: int) -> int:
+    return 10 * day
+
+
+@stage
+def total_scores(scores: list[int]) -> int:
+    return sum(scores)
+
+
+@pipeline
+def mapped_demo(n: int = 30) -> int:
+    return total_scores(score_day.map(days(n)))
+
+
+def test_a_mapped_stage_is_one_node_saying_how_its_items_went(browser: Browser, dashboard: str) -> None:
+    result = mapped_demo(n=30)
+    assert result.value == sum(10 * day for day in range(30))
+    dom = show(browser, dashboard, f"airflowless/runs/{result.run_id}", "run-mapped",
+               until=count("g.stage[data-items]"))
+    assert _stage_states(dom) == {"days": "succeeded", "score_day": "succeeded", "total_scores": "succeeded"}
+    assert 'data-items="30" data-counts="30 succeeded"' in dom
+    assert dom.count('<path class="edge"') == 2  # days -> score_day (its items read days) -> total_scores
+    assert dom.count("<td>score_day[") == 30  # the table still lists each item
+
+
 # -- a Tune search: one trial held after two reports ------------------------------------------
 
 def curve(config: dict[str, Any]) -> None:

@@ -66,7 +66,7 @@ def test_a_stage_maps_over_a_list_made_at_run_time_each_item_a_recorded_stage_ru
     assert [stages[f"score[{i}]"].status for i in range(3)] == ["succeeded"] * 3
     assert stages["score"].status == "succeeded"
     assert stages["score"].output_summary == "3 items: 3 succeeded"
-    assert stages["score"].upstream == ["score[0]", "score[1]", "score[2]"]
+    assert stages["score"].upstream == ["list_days", "score[0]", "score[1]", "score[2]"]  # what it maps over, its items
     assert result.output("score") == [10, 20, 30]
     from airflowless.dag.result import stage_rows
 

@@ -23,8 +23,38 @@
     return columns;
   }
 
-  function graph(stages) {
+  /* A mapped stage's items (score[0], score[1]...) are drawn as the stage's one node, which says how many
+   * items are in each state; its edges come from what it and its items read. */
+  function folded(stages) {
+    const names = new Set(stages.map((s) => s.node));
+    const itemsOf = new Map();
+    const shown = [];
+    for (const s of stages) {
+      const m = /^(.*)\[\d+\]$/.exec(s.node);
+      if (m && names.has(m[1])) {
+        if (!itemsOf.has(m[1])) itemsOf.set(m[1], []);
+        itemsOf.get(m[1]).push(s);
+      } else shown.push(s);
+    }
+    return shown.map((s) => {
+      const items = itemsOf.get(s.node);
+      if (!items) return s;
+      const counts = {};
+      const own = new Set(items.map((i) => i.node));
+      const upstream = new Set((s.upstream || []).filter((u) => !own.has(u)));
+      items.forEach((i) => {
+        counts[i.status] = (counts[i.status] || 0) + 1;
+        (i.upstream || []).forEach((u) => upstream.add(u));
+      });
+      const status = s.status === "pending" && counts.running ? "running" : s.status;
+      const said = Object.entries(counts).map(([how, n]) => n + " " + how).join(", ");
+      return { ...s, status, upstream: [...upstream], items: items.length, said };
+    });
+  }
+
+  function graph(recorded) {
     const W = 170, H = 34, GX = 60, GY = 18, PAD = 10;
+    const stages = folded(recorded);
     const columns = layers(stages);
     const tallest = Math.max(1, ...columns.map((c) => (c || []).length));
     const width = PAD * 2 + columns.length * W + (columns.length - 1) * GX;
@@ -45,11 +75,17 @@
     }));
     stages.forEach((stage) => {
       const p = where.get(stage.node);
-      const label = stage.node.length > 24 ? stage.node.slice(0, 23) + "…" : stage.node;
-      chart.appendChild(svg("g", { class: "stage", "data-node": stage.node, "data-status": stage.status },
-        svg("title", {}, stage.node + ": " + stage.status + (stage.cache_hit ? " (cache hit)" : "")),
+      const name = stage.items != null ? stage.node + " ×" + stage.items : stage.node;
+      const label = name.length > 24 ? name.slice(0, 23) + "…" : name;
+      const mapped = stage.items != null ? { "data-items": stage.items, "data-counts": stage.said } : {};
+      chart.appendChild(svg("g", { class: "stage", "data-node": stage.node, "data-status": stage.status, ...mapped },
+        svg("title", {}, stage.node + ": " + stage.status + (stage.cache_hit ? " (cache hit)" : "") +
+          (stage.items != null ? "; items: " + (stage.said || "none") : "")),
         svg("rect", { class: "node s-" + String(stage.status).replace(/[^a-z_]/gi, ""), x: p.x, y: p.y, width: W, height: H, rx: 5 }),
-        svg("text", { x: p.x + W / 2, y: p.y + H / 2 }, label)));
+        stage.items != null
+          ? [svg("text", { x: p.x + W / 2, y: p.y + H / 2 - 7 }, label),
+             svg("text", { class: "items", x: p.x + W / 2, y: p.y + H / 2 + 8 }, stage.said || "no items")]
+          : svg("text", { x: p.x + W / 2, y: p.y + H / 2 }, label)));
     });
     return chart;
   }
