@@ -179,7 +179,8 @@ class TuneDriver:
             raise
         except BaseException:
             self._save()
-            for trial_id in [tid for tid, run in self.live.items() if run.future is not None or run.parked_on]:
+            for trial_id in [tid for tid, run in self.live.items()
+                             if run.future is not None or run.parked_on is not None]:
                 self._stop(trial_id)
             raise
         finally:
@@ -230,7 +231,7 @@ class TuneDriver:
         trial.path = storage_dir  # (the record and the callbacks hear of the start once it is submitted)
         start_iteration = action.iteration  # a restarted trial numbers its reports on from its checkpoint
         run = self._run_of(trial.trial_id)
-        run.received = 0
+        run.received, run.pausing = 0, False  # (a pause asked of its last run that ended in an error is over)
         run.seen = {it for it in run.seen if it <= start_iteration}
         if isinstance(self.tuner.trainable, BaseTrainer):
             run.thread = TrainerTrial(self.tuner.trainable, trial.config, trial.trial_id, storage_dir,
@@ -268,8 +269,13 @@ class TuneDriver:
         return f"trial-{trial_id}{kind}-{self.topic.rsplit('-', 1)[-1]}-{next(self.numbers)}"
 
     def _watch(self, trial_id: str, future: Any) -> None:
-        """The trial's task: it ends when its outcome comes on the topic (see :meth:`_finish_ended_tasks`)."""
-        self._run_of(trial_id).future = future
+        """The trial's task: it ends when its outcome comes on the topic (see :meth:`_finish_ended_tasks`).
+
+        Its record moves last: trials whose tasks end in one turn are settled in the order their tasks began.
+        """
+        run = self.live.pop(trial_id, None) or _TrialRun()
+        self.live[trial_id] = run
+        run.future = future
 
     def _resume(self, trial_id: str) -> None:
         """A paused function trial goes on in memory: a task on its worker wakes its run."""
@@ -277,6 +283,7 @@ class TuneDriver:
         self.recorder.trial_started(trial)
         self.callbacks.trial_started(trial)
         run = self._run_of(trial_id)
+        assert run.parked_on is not None and run.run_key is not None, f"trial {trial_id} is not parked"
         worker, run.parked_on = run.parked_on, None
         # placed on the run's worker while it lives; elsewhere it finds nothing and the trial restarts
         future = self.client.submit(resume_function_trial, run.run_key, workers=[worker],

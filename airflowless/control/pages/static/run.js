@@ -26,12 +26,14 @@
   /* A mapped stage's items (score[0], score[1]...) are drawn as the stage's one node, which says how many
    * items are in each state; its edges come from what it and its items read. */
   function folded(stages) {
-    const names = new Set(stages.map((s) => s.node));
+    const byNode = new Map(stages.map((s) => [s.node, s]));
+    const readsOf = new Map(); // a stage -> the set of what it reads (asked once)
+    const reads = (node) => readsOf.get(node) || readsOf.set(node, new Set(byNode.get(node).upstream || [])).get(node);
     const itemsOf = new Map();
     const shown = [];
     for (const s of stages) {
       const m = /^(.*)\[\d+\]$/.exec(s.node);
-      if (m && names.has(m[1])) {
+      if (m && byNode.has(m[1]) && reads(m[1]).has(s.node)) { // an item of its mapped stage (not a stage named so)
         if (!itemsOf.has(m[1])) itemsOf.set(m[1], []);
         itemsOf.get(m[1]).push(s);
       } else shown.push(s);
@@ -46,7 +48,7 @@
         counts[i.status] = (counts[i.status] || 0) + 1;
         (i.upstream || []).forEach((u) => upstream.add(u));
       });
-      const status = s.status === "pending" && counts.running ? "running" : s.status;
+      const status = s.status === "pending" && items.some((i) => i.status !== "pending") ? "running" : s.status;
       const said = Object.entries(counts).map(([how, n]) => n + " " + how).join(", ");
       return { ...s, status, upstream: [...upstream], items: items.length, said };
     });
