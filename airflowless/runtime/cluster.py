@@ -324,18 +324,18 @@ def shutdown() -> None:
         runtime, _runtime = _runtime, None
     if runtime is None:
         return
-    with contextlib.suppress(Exception):
-        runtime.client.close()  # first: its futures are released, no worker holds results we lose
-    if runtime.cluster is not None:
-        scheduler_log = logging.getLogger("distributed.scheduler")
-        scheduler_log.addFilter(_drop_lost_task_warning)
-        try:
+    scheduler_log = logging.getLogger("distributed.scheduler")  # an embedded cluster's scheduler logs here
+    scheduler_log.addFilter(_drop_shutdown_noise)
+    try:
+        with contextlib.suppress(Exception):
+            runtime.client.close()  # first: its futures are released, no worker holds results we lose
+        if runtime.cluster is not None:
             with contextlib.suppress(Exception):
                 runtime.cluster.sync(_close_workers, runtime.cluster)  # while the scheduler listens
             with contextlib.suppress(Exception):
                 runtime.cluster.close()
-        finally:
-            scheduler_log.removeFilter(_drop_lost_task_warning)
+    finally:
+        scheduler_log.removeFilter(_drop_shutdown_noise)
     if runtime.tls is not None:
         runtime.tls.close()
 
@@ -345,7 +345,8 @@ async def _close_workers(cluster: Any, drain_s: float = 2.0) -> None:
 
     Results still held after that (a serve replica, a published dataset) go
     with the cluster; the scheduler's warning that they are lost and "will be
-    recomputed elsewhere" is not true of a cluster shutting down, so it is dropped.
+    recomputed elsewhere" is not true of a cluster shutting down, so it is
+    dropped (:func:`_drop_shutdown_noise`).
     """
     import asyncio
     import time
@@ -356,8 +357,17 @@ async def _close_workers(cluster: Any, drain_s: float = 2.0) -> None:
     await asyncio.gather(*(worker.close() for worker in list(cluster.workers.values())))
 
 
-def _drop_lost_task_warning(record: Any) -> bool:
-    return "caused the cluster to lose already computed task" not in str(record.msg)
+_SHUTDOWN_NOISE = (
+    "caused the cluster to lose already computed task",  # results go with the cluster: nothing is recomputed
+    # a closing worker's client (a cancelled stage still cleaning up) was subscribed to a topic that
+    # ranks on another worker still report to: the scheduler's CRITICAL traceback says only that
+    "Closed comm %r while trying to write",
+)
+
+
+def _drop_shutdown_noise(record: Any) -> bool:
+    """False for the scheduler's records that say nothing true of an embedded cluster shutting down."""
+    return not any(text in str(record.msg) for text in _SHUTDOWN_NOISE)
 
 
 def is_initialized() -> bool:
