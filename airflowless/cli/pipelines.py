@@ -28,7 +28,7 @@ def pipelines() -> None:
 def show(target: str, params: tuple[str, ...], as_json: bool) -> None:
     """The pipeline TARGET (FILE or module, optionally :NAME): its parameters and its stages."""
     from ..dag import load_pipeline
-    from ..dag.params import parse_assignments
+    from ..dag.params import describe, parse_assignments
 
     try:
         pipe = load_pipeline(target)
@@ -38,9 +38,7 @@ def show(target: str, params: tuple[str, ...], as_json: bool) -> None:
     except AirflowlessError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    parameters = [{"name": p.name, "type": p.type_name, "required": p.required,
-                   "default": None if p.required else p.default} for p in pipe.params.values()]
-    described = {"pipeline": pipe.name, "module": target, "parameters": parameters, "stages": stages,
+    described = {"pipeline": pipe.name, "module": target, "parameters": describe(pipe.params), "stages": stages,
                  "missing": missing}
     if as_json:
         from .render import echo_json

@@ -150,6 +150,10 @@ def document(prefix: str = "") -> dict[str, Any]:
                                        "broken (with why), their last runs"),
         "/pipeline-deployments/{name}": _read("One pipeline deployment", _text("name", "the deployment's name"),
                                               found=True),
+        "/pipeline-deployments/{name}/parameters": _read(
+            "The deployment's pipeline parameters as its module declares them (name, type, required, default), "
+            "each with the value a trigger runs with (422 when the module cannot be imported)",
+            _text("name", "the deployment's name"), found=True),
         "/pipeline-deployments/{name}/trigger": _service_action(
             "Queue one run of the deployment now (422 names a parameter the pipeline does not take or of the "
             "wrong type)",

@@ -12,6 +12,8 @@ route (under ``/airflowless/api/v1``)             verb  what
 ``pipeline-deployments``                          GET   every deployment: schedule, next due, paused,
                                                         broken, its last runs
 ``pipeline-deployments/{name}``                   GET   one deployment
+``pipeline-deployments/{name}/parameters``        GET   the pipeline's typed parameters, each with the
+                                                        value a trigger runs with (the Trigger form)
 ``pipeline-deployments/{name}/trigger``           POST  queue one run now; ``{"params": {...}}`` optional
 ``pipeline-deployments/{name}/pause``, ``unpause``  POST  stop or resume its schedule
 ``pipeline-deployments/{name}/backfill``          POST  ``{"start", "end", "max_active_runs", "rerun"}``
@@ -31,7 +33,7 @@ from typing import Any
 from .errors import BadRequest, NotFound, TooLarge, Unprocessable
 from .handler import ApiHandler
 
-__all__ = ["routes", "deployments", "deployment", "queue"]
+__all__ = ["routes", "deployments", "deployment", "parameters", "queue"]
 
 
 def deployments(store: Any) -> dict[str, Any]:
@@ -55,6 +57,27 @@ def deployment(store: Any, name: str) -> dict[str, Any]:
         row["files_seen"] = store.trigger_history(name, limit=20)
     row["alerts"] = store.deployment_alerts(row["id"])
     return plain(row)  # type: ignore[no-any-return]
+
+
+def parameters(store: Any, name: str) -> dict[str, Any]:
+    """Deployment ``name``'s pipeline parameters as its module declares them now (read in a child process),
+    each with the ``value`` a trigger runs with: the deployment's (``deployed``) or the default."""
+    from ..errors import AirflowlessError
+    from ..service.check import describe_params
+    from .reads import plain
+
+    try:
+        found = store.get_pipeline_deployment(name)
+        declared = describe_params(found["target"])
+    except KeyError as exc:
+        raise NotFound(exc.args[0]) from None
+    except AirflowlessError as exc:
+        raise Unprocessable(f"cannot read the parameters of deployment {name!r}: {exc}") from None
+    deployed = plain(found["params"])
+    for param in declared:
+        param["deployed"] = param["name"] in deployed
+        param["value"] = deployed[param["name"]] if param["deployed"] else param["default"]
+    return {"deployment": name, "pipeline": found["pipeline"], "parameters": declared}
 
 
 def queue(store: Any) -> dict[str, Any]:
@@ -111,6 +134,11 @@ class PipelineDeployment(ApiHandler):
         await self.read(deployment, name)
 
 
+class PipelineDeploymentParameters(ApiHandler):
+    async def get(self, name: str) -> None:
+        await self.read(parameters, name)
+
+
 class PipelineDeploymentAction(ApiHandler):
     async def post(self, name: str, verb: str) -> None:
         if self.body_too_large:
@@ -163,6 +191,7 @@ def routes() -> list[tuple[str, type[ApiHandler]]]:
     return [
         ("pipeline-deployments", PipelineDeployments),
         ("pipeline-deployments/([^/]+)", PipelineDeployment),
+        ("pipeline-deployments/([^/]+)/parameters", PipelineDeploymentParameters),
         ("pipeline-deployments/([^/]+)/(trigger|pause|unpause|backfill)", PipelineDeploymentAction),
         ("queue", Queue),
         ("models", Models),

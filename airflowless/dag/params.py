@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ParameterError
 
-__all__ = ["Param", "params_of", "parse_value", "parse_assignments", "bind_params", "mismatch"]
+__all__ = ["Param", "params_of", "describe", "parse_value", "parse_assignments", "bind_params", "mismatch"]
 
 _MISSING = inspect.Parameter.empty
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
@@ -48,6 +48,18 @@ def _type_name(annotation: Any) -> str:
     if typing.get_origin(annotation) is not None:
         return str(annotation).replace("typing.", "")
     return getattr(annotation, "__name__", None) or str(annotation)
+
+
+def describe(declared: dict[str, Param]) -> list[dict[str, Any]]:
+    """Each parameter as JSON: name, type, required, default (as JSON writes it; text where it cannot).
+
+    >>> describe({"n": Param("n", int, 3), "day": Param("day", date, _MISSING)})
+    [{'name': 'n', 'type': 'int', 'required': False, 'default': 3}, \
+{'name': 'day', 'type': 'date', 'required': True, 'default': None}]
+    """
+    return [{"name": p.name, "type": p.type_name, "required": p.required,
+             "default": None if p.required else json.loads(json.dumps(p.default, default=str))}
+            for p in declared.values()]
 
 
 def params_of(fn: Any) -> dict[str, Param]:

@@ -140,15 +140,27 @@ class ServiceRecords:
         return _deployment(row)
 
     def list_pipeline_deployments(self) -> list[dict[str, Any]]:
-        """Every deployment, by name, with its last runs' states (newest first, at most 10)."""
-        table, runs = schema.pipeline_deployments, schema.pipeline_runs
+        """Every deployment, by name, with its last runs (newest first, at most 10): each run's state and its
+        stages' (``{"node", "status"}`` in the order they were recorded; a mapped stage's items are left to
+        the run's page, the mapped stage says how they went)."""
+        table, runs, stages = schema.pipeline_deployments, schema.pipeline_runs, schema.stage_runs
         with self.engine.begin() as conn:
             rows = [_deployment(row) for row in conn.execute(select(table).order_by(table.c.name)).mappings()]
             for row in rows:
                 last = conn.execute(select(runs.c.id, runs.c.status, runs.c.trigger, runs.c.interval_end)
                                     .where(runs.c.deployment_id == row["id"])
                                     .order_by(runs.c.id.desc()).limit(10)).mappings().all()
-                row["last_runs"] = [dict(r) for r in last]
+                row["last_runs"] = [{**r, "stages": []} for r in last]
+            by_run = {run["id"]: run for row in rows for run in row["last_runs"]}
+            for start in range(0, len(by_run), 500):  # bounded IN lists
+                chunk = list(by_run)[start:start + 500]
+                found = conn.execute(select(stages.c.run_id, stages.c.node, stages.c.status)
+                                     .where(stages.c.run_id.in_(chunk)).order_by(stages.c.id))
+                for run_id, node, status in found:
+                    by_run[run_id]["stages"].append({"node": node, "status": status})
+        for run in by_run.values():
+            nodes = {stage["node"] for stage in run["stages"]}
+            run["stages"] = [stage for stage in run["stages"] if _item_of(stage["node"]) not in nodes]
         return rows
 
     def set_deployment_paused(self, name: str, paused: bool, *, now: datetime | None = None) -> None:
@@ -725,6 +737,13 @@ def _live_services(conn: Connection, now: float) -> set[int]:
     return {row["id"] for row in rows
             if driver_alive(Driver(row["host"], row["pid"], row["started"]), heartbeat_at=aware(row["heartbeat_at"]),
                             now=now)}
+
+
+def _item_of(node: str) -> str | None:
+    """The mapped stage whose item ``node`` would be (``score`` for ``score[3]``, as
+    :func:`airflowless.dag.mapping.item_name` names items), or None."""
+    base, bracket, index = node.rpartition("[")
+    return base if bracket and index.endswith("]") and index[:-1].isdigit() else None
 
 
 def _deployment(row: Any) -> dict[str, Any]:

@@ -451,6 +451,83 @@ def test_deployments_page_shows_the_schedules_the_queue_and_pauses_and_triggers(
     store.close()
 
 
+_TYPED = """
+from airflowless import pipeline, stage
+
+@stage
+def total(n: int, rate: float, exact: bool, tags: list[str]) -> float:
+    return n * rate
+
+@pipeline
+def typed(n: int, rate: float = 0.5, exact: bool = False, tags: list[str] | None = None):
+    return total(n, rate, exact, tags or [])
+"""
+
+
+def test_deployments_page_draws_the_last_runs_by_stage_and_triggers_from_a_form_of_typed_parameters(
+        browser: Browser, dashboard: str, cluster_client: Any, tmp_path: Path) -> None:
+    """The grid: one square per stage and run, coloured by state (a mapped stage's items folded into it). The
+    Trigger form: a field per parameter of the pipeline's module, in its type, filled with what a run gets;
+    a wrong value's 422 is shown in the form, a right one queues a run with the values changed."""
+    import json
+
+    from airflowless.control import mount
+    from airflowless.service.deploy import deploy
+
+    store = open_store()
+    module = tmp_path / "typed.py"
+    module.write_text(_TYPED)
+    deployment_id = deploy(str(module), "typed-report", params={"n": 3}, store=store)["id"]
+    ran = []
+    for outcome in ("succeeded", "failed"):
+        run_id = store.enqueue_run("typed", target="t", params={}, trigger="manual", deployment_id=deployment_id)
+        store.add_stages(run_id, [{"node": node, "stage": node.partition("[")[0], "status": how, "upstream": [],
+                                   "cache_key": f"{run_id}-{node}"}
+                                  for node, how in [("make", "succeeded"), ("score[0]", outcome), ("score", outcome)]])
+        store.finish_run(run_id, outcome)
+        ran.append(run_id)
+
+    grid = "table.af-grid[data-deployment='typed-report']"
+    show(browser, dashboard, "airflowless/deployments", "deployments-grid",
+         until=f"{count(grid + ' tbody tr')} === 2")
+    cells = browser.evaluate(f"[...document.querySelectorAll(\"{grid} tbody tr\")].map((tr) => "
+                             "[tr.cells[0].textContent, ...[...tr.querySelectorAll('.af-cell')].map((c) => c.className)])")
+    assert cells == [["make", "af-cell s-succeeded", "af-cell s-succeeded"],
+                     ["score", "af-cell s-succeeded", "af-cell s-failed"]], cells  # oldest run on the left
+
+    ctx = mount.installed(cluster_client.cluster.scheduler)
+    assert ctx is not None and ctx.token
+    browser.evaluate(f"const t = document.getElementById('af-token'); t.value = {json.dumps(ctx.token)}; "
+                     "t.dispatchEvent(new Event('change'))")
+    browser.evaluate("document.querySelector('button[data-form=\"typed-report\"]').click()")
+    form = "form.af-trigger[data-deployment='typed-report']"
+    eventually(lambda: browser.evaluate(count(form + " input")) == 4, timeout=60,
+               message=lambda: str(browser.evaluate("document.getElementById('trigger').textContent")))
+    fields = browser.evaluate(f"[...document.querySelectorAll(\"{form} input\")].map((i) => "
+                              "[i.name, i.type, i.type === 'checkbox' ? i.checked : i.value])")
+    assert fields == [["n", "number", "3"], ["rate", "number", "0.5"], ["exact", "checkbox", False],
+                      ["tags", "text", ""]], fields
+
+    def fill(tags: str) -> str:
+        before = browser.evaluate(f"document.querySelector(\"{form} .af-trigger-said\").textContent")
+        browser.evaluate(f"{{ const f = document.querySelector(\"{form}\"); f.elements.tags.value = {json.dumps(tags)}; "
+                         "f.elements.exact.checked = true; f.requestSubmit() }")
+        said = f"document.querySelector(\"{form} .af-trigger-said\").textContent"
+        return str(eventually(lambda: (lambda text: text if text not in (before, "queueing…") else None)(
+            browser.evaluate(said)), timeout=60))
+
+    before = {r.id for r in store.queued_runs()}
+    wrong = fill("[1, 2]")
+    assert "tags" in wrong and "str" in wrong, wrong  # the 422 names the parameter and what it expects
+    assert {r.id for r in store.queued_runs()} == before
+    right = fill('["a", "b"]')
+    queued = {r.id for r in store.queued_runs()} - before
+    assert len(queued) == 1 and f"run #{next(iter(queued))}" in right, right
+    run = store.get_run(next(iter(queued)))
+    assert run.trigger == "manual" and run.params == {"n": 3, "exact": True, "tags": ["a", "b"]}
+    store.close()
+
+
 # -- models: the registry's models, and one model's versions with aliases and lineage links ---
 
 def test_models_pages_show_the_registry_with_aliases_and_lineage(browser: Browser, dashboard: str,

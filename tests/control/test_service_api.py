@@ -79,3 +79,58 @@ def test_the_service_routes_read_and_steer_deployments_and_check_parameters(tmp_
     assert status == 200 and cancelled["was"] == "queued"
     assert store.get_run(triggered.id).status == RunStatus.CANCELLED
     store.close()
+
+
+_TYPED = '''
+from airflowless import pipeline, stage
+
+@stage
+def total(n: int, rate: float, exact: bool, tags: list[str], day: str) -> float:
+    return n * rate
+
+@pipeline
+def typed(n: int, rate: float = 0.5, exact: bool = False, tags: list[str] | None = None, day: str = "monday"):
+    return total(n, rate, exact, tags or [], day)
+'''
+
+
+def test_a_deployments_parameters_are_read_from_its_module_with_the_values_a_trigger_runs_with(
+        tmp_path: Path, control_server: Any) -> None:
+    """What the page's Trigger form is built from; and the last runs' stages, for its grid."""
+    url = f"sqlite:///{tmp_path / 'record.db'}"
+    module = tmp_path / "typed.py"
+    module.write_text(_TYPED)
+    store = open_store(url)
+    deployment_id = deploy(str(module), "typed", params={"n": 3, "tags": ["x"]}, store=store)["id"]
+    base = control_server(ControlContext(url, token="t0ken")) + V1
+
+    status, described = call(base + "pipeline-deployments/typed/parameters")
+    assert status == 200, described
+    assert described["parameters"] == [
+        {"name": "n", "type": "int", "required": True, "default": None, "deployed": True, "value": 3},
+        {"name": "rate", "type": "float", "required": False, "default": 0.5, "deployed": False, "value": 0.5},
+        {"name": "exact", "type": "bool", "required": False, "default": False, "deployed": False, "value": False},
+        {"name": "tags", "type": "list[str] | None", "required": False, "default": None, "deployed": True,
+         "value": ["x"]},
+        {"name": "day", "type": "str", "required": False, "default": "monday", "deployed": False,
+         "value": "monday"}]
+    assert call(base + "pipeline-deployments/nope/parameters")[0] == 404
+
+    # the grid: each of the last runs with its stages, a mapped stage's items left to the run's page
+    run_id = store.enqueue_run("typed", target="t", params={}, trigger="manual", deployment_id=deployment_id)
+    store.add_stages(run_id, [{"node": node, "stage": node.partition("[")[0], "status": how, "upstream": up,
+                               "cache_key": node}
+                              for node, how, up in [("make", "succeeded", []), ("score[0]", "succeeded", ["make"]),
+                                                    ("score[1]", "failed", ["make"]),
+                                                    ("score", "failed", ["make", "score[0]", "score[1]"])]])
+    store.finish_run(run_id, RunStatus.FAILED)
+    status, listed = call(base + "pipeline-deployments")
+    assert [(r["id"], r["status"], r["stages"]) for r in listed["deployments"][0]["last_runs"]] == [
+        (run_id, "failed", [{"node": "make", "status": "succeeded"}, {"node": "score", "status": "failed"}])]
+
+    # a module that no longer imports: a 422 saying why, the deployment still there
+    module.write_text("import no_such_module_anywhere\n")
+    status, answer = call(base + "pipeline-deployments/typed/parameters")
+    assert status == 422 and "cannot read the parameters of deployment 'typed'" in answer["error"], answer
+    assert "no_such_module_anywhere" in answer["error"], answer
+    store.close()

@@ -1,8 +1,10 @@
 /* The service's deployments: schedule, next run, state, the last runs coloured by state, and actions
- * (trigger, pause, unpause; they need the token); then the queue, with why each run waits. */
+ * (trigger, trigger with parameters from a form built from the pipeline's typed parameters, pause,
+ * unpause; they need the token); a grid of each deployment's last runs by their stages; then the queue,
+ * with why each run waits. */
 "use strict";
 (function () {
-  const { el, getJSON, poll, section, table, badge, time, link, list, actionButton, update } = AF;
+  const { el, getJSON, request, poll, section, table, badge, time, link, list, actionButton, update } = AF;
 
   function schedule(d) {
     if (d.on_files) {
@@ -28,7 +30,92 @@
   function actions(d) {
     const path = "pipeline-deployments/" + encodeURIComponent(d.name) + "/";
     return el("span", {}, actionButton("trigger", path + "trigger", "Queue a run of " + d.name + " now?"), " ",
+      el("button", { class: "af-action", type: "button", "data-form": d.name, onclick: () => openTrigger(d.name) },
+        "trigger…"), " ",
       d.paused ? actionButton("unpause", path + "unpause", null) : actionButton("pause", path + "pause", null));
+  }
+
+  /* One field per parameter: a checkbox for a bool, a number for an int or a float, text for the rest
+   * (JSON for lists, dicts and other types; as it is for str, paths and dates). */
+  function field(p) {
+    const attrs = { name: p.name, "data-type": p.type, "aria-label": p.name };
+    if (p.type === "bool") return el("input", { ...attrs, type: "checkbox", checked: p.value === true });
+    const shown = p.value === null || p.value === undefined ? "" : typeof p.value === "string" ? p.value : JSON.stringify(p.value);
+    if (p.type === "int" || p.type === "float") {
+      return el("input", { ...attrs, type: "number", step: p.type === "int" ? "1" : "any", value: shown });
+    }
+    return el("input", { ...attrs, type: "text", value: shown, size: 40 });
+  }
+
+  /* A field's value as the trigger takes it, in the parameter's JSON type. Text that does not parse is
+   * sent as it is: the server's 422 says what the parameter expects. */
+  function valueOf(input) {
+    const type = input.dataset.type;
+    if (type === "bool") return input.checked;
+    if (type === "int" || type === "float") return input.value.trim() === "" || isNaN(Number(input.value)) ? input.value : Number(input.value);
+    if (["str", "Path", "date", "datetime"].includes(type)) return input.value;
+    try { return JSON.parse(input.value); } catch (e) { return input.value; }
+  }
+
+  /* The Trigger form: the pipeline's parameters (read from its module by the server), each filled with
+   * what a run would get; "queue run" queues one with the values changed here, the rest as deployed. */
+  async function openTrigger(name) {
+    const holder = section("trigger", null);
+    holder.replaceChildren(el("p", {}, "reading the parameters of " + name + "…"));
+    let described;
+    try {
+      described = await request("GET", "pipeline-deployments/" + encodeURIComponent(name) + "/parameters");
+    } catch (error) {
+      holder.replaceChildren(el("p", { class: "af-error af-trigger-said" }, error.message));
+      return;
+    }
+    const said = el("p", { class: "af-trigger-said" });
+    const inputs = described.parameters.map(field);
+    const rows = described.parameters.map((p, i) => el("tr", {},
+      el("th", {}, el("label", {}, p.name)), el("td", {}, inputs[i]),
+      el("td", { class: "af-muted" }, p.type + (p.required ? ", required" : "") + (p.deployed ? ", as deployed" : ""))));
+    const submit = async (event) => {
+      event.preventDefault();
+      const params = {};
+      described.parameters.forEach((p, i) => {
+        const value = valueOf(inputs[i]);
+        if (JSON.stringify(value) !== JSON.stringify(p.value)) params[p.name] = value;
+      });
+      said.classList.remove("af-error");
+      said.textContent = "queueing…";
+      try {
+        const answer = await request("POST", "pipeline-deployments/" + encodeURIComponent(name) + "/trigger", { params });
+        said.replaceChildren("queued ", link("runs/" + encodeURIComponent(answer.run_id), "run #" + answer.run_id),
+          Object.keys(params).length ? " with " + JSON.stringify(params) : " with the deployment's parameters");
+      } catch (error) {
+        said.classList.add("af-error");
+        said.textContent = error.message;
+      }
+    };
+    holder.replaceChildren(el("form", { class: "af-trigger", "data-deployment": name, onsubmit: submit },
+      el("h2", {}, "Trigger " + name),
+      described.parameters.length ? el("table", { class: "af" }, el("tbody", {}, rows)) : el("p", {}, "it takes no parameters"),
+      el("button", { type: "submit", class: "af-action" }, "queue run"), " ",
+      el("button", { type: "button", class: "af-action", onclick: () => holder.replaceChildren() }, "close"),
+      said));
+  }
+
+  /* Each deployment's last runs (oldest on the left) by their stages, one square per stage and run,
+   * coloured by how it went and linking to the run. */
+  function grid(d) {
+    const runs = (d.last_runs || []).slice().reverse();
+    const nodes = [];
+    runs.forEach((r) => (r.stages || []).forEach((s) => { if (!nodes.includes(s.node)) nodes.push(s.node); }));
+    const href = (r) => AF.root + "/runs/" + encodeURIComponent(r.id);
+    const head = el("tr", {}, el("th", {}, d.name), runs.map((r) =>
+      el("th", {}, el("a", { href: href(r), title: "run " + r.id + ": " + r.status + (r.interval_end ? ", interval ending " + r.interval_end : "") },
+        el("span", { class: "af-cell s-" + r.status }), ""))));
+    const body = nodes.map((node) => el("tr", {}, el("td", {}, node), runs.map((r) => {
+      const stage = (r.stages || []).find((s) => s.node === node);
+      return el("td", {}, stage ? el("a", { href: href(r), title: node + " in run " + r.id + ": " + stage.status },
+        el("span", { class: "af-cell s-" + stage.status })) : "");
+    })));
+    return el("table", { class: "af-grid", "data-deployment": d.name }, el("thead", {}, head), el("tbody", {}, body));
   }
 
   poll(async function () {
@@ -45,6 +132,9 @@
       { label: "", value: () => "", cell: actions },
     ], deployments, { cls: "pipeline-deployments", key: (d) => d.name,
       empty: "no deployments: airflowless deploy pipelines/FILE.py --name NAME --cron '0 3 * * *'" });
+    section("trigger", null);
+    const ran = deployments.filter((d) => (d.last_runs || []).length);
+    update(section("grid", "Last runs by stage"), ran.length ? ran.map(grid) : el("p", {}, "no runs yet"));
     const broken = deployments.filter((d) => d.broken);
     update(section("broken", null), broken.length ? [el("h2", {}, "Broken deployments"),
       ...broken.map((d) => el("div", {}, el("h3", {}, d.name + ": deploy it again with --replace once fixed"),
