@@ -122,25 +122,33 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
             time.sleep(0.5)
 
 
+_LAST_COPY_S = 2.0  # the service sees the driver gone within a tick (0.25 s), then copies: with room
+
+
 def _driver_log(store: Store, run_id: int, follow: bool) -> None:
-    """The output of the driver the service started for run ``run_id`` (until the run ends, with ``follow``)."""
+    """The output of the driver the service started for run ``run_id`` (until the run ends, with ``follow``):
+    the service's own file on its machine, else its copy in the run's storage (a few seconds behind)."""
     import time
 
-    from ..service.service import log_path
+    from ..dag.logs import read_log
+    from ..service.driver_logs import log_path
     from ..store import RunStatus
 
     path, offset = log_path(run_id), 0
-    click.echo(f"== driver (started by the service; {path}) ==")
+    here = path.exists()
+    uri = str(path) if here else store.get_run(run_id).driver_log_uri
+    click.echo(f"== driver (started by the service; {uri or path}) ==")
+    ended = False
     while True:
         status = store.get_run(run_id).status
-        if path.exists():
-            with path.open("rb") as log:
-                log.seek(offset)
-                data = log.read()
-            offset += len(data)
-            click.echo(data.decode("utf-8", "replace"), nl=False)
-        elif not follow:
-            click.echo(f"(no log here: the run is {status}; a service on another machine keeps its drivers' logs)")
+        if follow and not here and not ended and status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+            ended = True  # the service copies the driver's last words when it sees the driver gone: wait for them
+            time.sleep(_LAST_COPY_S)
+        data = read_log(uri, offset) if uri else b""
+        offset += len(data)
+        click.echo(data.decode("utf-8", "replace"), nl=False)
+        if not uri and not follow:
+            click.echo(f"(no log: the run is {status}, and no service copied its driver's output)")
         if not follow or status not in (RunStatus.QUEUED, RunStatus.RUNNING):
             return
         time.sleep(0.5)

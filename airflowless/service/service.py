@@ -27,7 +27,8 @@ Each tick (:data:`TICK_S`) it
 The record is the only state: any number of services may share a PostgreSQL
 record; on a SQLite record a second service is refused (a lock file beside the
 database), since SQLite is one machine's file. A driver's output is the run's
-log, in ``$AIRFLOWLESS_HOME/service/logs/run-<id>.log`` (private to the user).
+log, in ``$AIRFLOWLESS_HOME/service/logs/run-<id>.log`` (private to the user), copied to
+the run's storage for other machines (:mod:`.driver_logs`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ..errors import ConfigError
 from ..settings import get_settings
 from ..store.liveness import Driver, this_driver
 from ..store.records import RunStatus
+from .driver_logs import DriverLog, log_dir, log_path, storage_uri
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -76,22 +78,12 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def log_dir() -> Path:
-    from ..private import private_folder
-
-    return private_folder(get_settings().home / "service" / "logs")
-
-
-def log_path(run_id: int) -> Path:
-    """Where the service keeps the output of run ``run_id``'s driver."""
-    return get_settings().home / "service" / "logs" / f"run-{run_id}.log"
-
-
 @dataclass
 class _Child:
     run_id: int
     process: subprocess.Popen[bytes]
     log: IO[bytes]
+    copy: DriverLog  # the log's copy in the run's storage
     warm: bool = False  # a warm driver was handed the run
     began: float = field(default_factory=time.monotonic)
     over: str | None = None  # the limit it passed: it is being stopped
@@ -155,6 +147,8 @@ class Service:
             self._refresh_watches()
         started = [self._spawn(run) for run in self.store.claim_runs(self.id, now=now)]
         self._reap()
+        for child in self.children.values():
+            child.copy.sync()  # at most every few seconds each, and only what grew
         self._enforce_limits()
         self._keep_warm()
         self._notifier.tick()
@@ -254,15 +248,17 @@ class Service:
         return spare
 
     def _spawn(self, run: RunRecord) -> int:
-        folder = log_dir()
-        output = open(folder / f"run-{run.id}.log", "ab")  # noqa: SIM115 (kept open while the driver runs)
+        log_dir()
+        path = log_path(run.id)
+        output = open(path, "ab")  # noqa: SIM115 (kept open while the driver runs)
         os.chmod(output.name, 0o600)
         spare = self._hand_to_spare(run.id, output.name)
         process = spare or subprocess.Popen(
             [sys.executable, "-m", "airflowless.service.driver", str(run.id)], stdout=output,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._driver_env(), start_new_session=True)
-        self.children[run.id] = _Child(run.id, process, output, warm=spare is not None)
-        self.store.set_run_driver(run.id, _driver_of(process.pid))
+        copy = DriverLog(path, storage_uri(get_settings().storage, run.id))
+        self.children[run.id] = _Child(run.id, process, output, copy, warm=spare is not None)
+        self.store.set_run_driver(run.id, _driver_of(process.pid), log_uri=copy.uri)
         log.info("run %d (%s, %s) started: driver pid %d", run.id, run.pipeline, run.trigger, process.pid)
         return run.id
 
@@ -291,6 +287,7 @@ class Service:
                     log.warning("run %d failed: its driver exited with code %d before taking it", run_id, code)
             del self.children[run_id]
             child.log.close()
+            child.copy.sync(final=True)
 
     def _enforce_limits(self) -> None:
         """Stop the drivers past the service's limits; kill those that outlived their grace."""

@@ -110,6 +110,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _steps(_add_columns("experiments", "run_id", "stage"), _create_indexes("experiments", "ix_experiments_run_id"))),
     Migration(14, "deployments whose runs the service resumes when their driver dies",
               _add_columns("pipeline_deployments", "resume_abandoned")),
+    Migration(15, "the copy of a service driver's log in the run's storage", _add_columns("pipeline_runs", "driver_log_uri")),
 )
 
 

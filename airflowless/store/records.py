@@ -126,6 +126,7 @@ class RunRecord:
     upstream_runs: dict[str, int] | None = None
     trigger_detail: str | None = None
     started_at: datetime | None = None  # when it began running (None: queued, or recorded before this was kept)
+    driver_log_uri: str | None = None  # a service's driver: the copy of its output, readable from other machines
     stages: list[StageRecord] = field(default_factory=list)
 
     @property

@@ -79,6 +79,7 @@ pipeline_runs = Table(
     Column("upstream_runs", JSON),  # upstream deployment -> the run of it this one followed (fan-in: several)
     Column("started_at", DateTime(timezone=True)),  # when its driver took it (a queued run waits before)
     Column("trigger_detail", Text),  # what the trigger saw: "new folder s3://b/taxi/date=2024-01-03/ (3 files)"
+    Column("driver_log_uri", Text),  # a service's driver: the copy of its output (airflowless.service.driver_logs)
     Index("uq_runs_deployment_interval", "deployment_id", "interval_start", "rerun", unique=True),
     Index("uq_runs_deployment_upstream", "deployment_id", "upstream_run", unique=True),
 )

@@ -369,12 +369,14 @@ class ServiceRecords:
         records = {row["id"]: _record(row) for row in rows}
         return [records[run_id] for run_id in claimed]
 
-    def set_run_driver(self, run_id: int, driver: Driver) -> None:
-        """The process the service started to drive queued run ``run_id`` (before it takes the run)."""
+    def set_run_driver(self, run_id: int, driver: Driver, *, log_uri: str | None = None) -> None:
+        """The process the service started to drive queued run ``run_id`` (before it takes the run), and where
+        the copy of its output goes (:mod:`airflowless.service.driver_logs`)."""
         runs = schema.pipeline_runs
         with self.engine.begin() as conn:
             conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED)).values(
-                driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started, heartbeat_at=utc_now()))
+                driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started, heartbeat_at=utc_now(),
+                driver_log_uri=log_uri))
 
     def take_queued_run(self, run_id: int, *, module: str, params: dict[str, Any], driver: Driver,
                         address: str | None) -> None:

@@ -214,7 +214,7 @@ def test_migrations_7_to_10_keep_older_records_readable(backend_url: str) -> Non
             conn.execute(text(f"DROP INDEX {index}"))
         for column in ("target", "deployment_id", "trigger", "priority", "pool", "interval_start", "interval_end",
                        "rerun", "queue_reason", "claimed_by", "claimed_at", "backfill_id", "upstream_run",
-                       "upstream_runs", "trigger_detail", "started_at"):
+                       "upstream_runs", "trigger_detail", "started_at", "driver_log_uri"):
             conn.execute(text(f'ALTER TABLE pipeline_runs DROP COLUMN "{column}"'))
         for table in ("pipeline_deployments", "pools", "backfills", "services", "notifications", "trigger_seen",
                       "deployment_alerts"):
@@ -225,7 +225,7 @@ def test_migrations_7_to_10_keep_older_records_readable(backend_url: str) -> Non
     store.close()
     again = open_store(backend_url)
     try:
-        assert again.version == MIGRATIONS[-1].version == 14
+        assert again.version == MIGRATIONS[-1].version == 15
         (old,) = again.list_runs()
         assert old.status == RunStatus.SUCCEEDED and old.trigger is None
         _deploy(again)

@@ -125,6 +125,19 @@ def test_the_service_runs_a_schedule_and_a_submission_and_after_a_sigkill_misses
     assert f"driver of run {done[0].id}" in driver_log and "work: succeeded" in driver_log
     warm = [r for r in done if "(warm: started before the run)" in (logs / f"run-{r.id}.log").read_text()]
     assert warm, "runs after the first of a service take the warm driver it keeps"
+
+    # the driver's log is copied beside its stages' logs: `runs logs` on another machine (another home, the
+    # same record) shows it from there
+    copy = store.get_run(done[0].id).driver_log_uri
+    home = Path(os.environ["AIRFLOWLESS_HOME"])
+    assert copy == str(home / "storage" / "runs" / str(done[0].id) / "logs" / "driver.log")
+    assert Path(copy).read_text() == driver_log and oct(Path(copy).stat().st_mode & 0o777) == "0o600"
+    elsewhere = subprocess.run([sys.executable, "-m", "airflowless.cli", "runs", "logs", str(done[0].id)],
+                               capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "another-machine")})
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert f"== driver (started by the service; {copy}) ==" in elsewhere.stdout, elsewhere.stdout
+    assert "work: succeeded" in elsewhere.stdout, elsewhere.stdout
     store.close()
 
 

@@ -36,30 +36,39 @@ def _assert_utc(value: datetime | None, *, near: datetime) -> None:
 # -- schema and migrations ----------------------------------------------------------------
 
 def test_migrate_creates_every_schema_version(db: Store) -> None:
-    assert db.version == MIGRATIONS[-1].version == 14
-    assert _version_rows(db) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    assert db.version == MIGRATIONS[-1].version == 15
+    assert _version_rows(db) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
     with db.engine.connect() as conn:
         names = set(inspect(conn).get_table_names())
     assert {"airflowless_schema_version", "pipeline_runs", "stage_runs", "experiments", "trials", "metrics",
             "checkpoints", "deployments", "pipeline_deployments", "pools", "backfills", "services"} <= names
 
 
-def test_a_record_written_at_version_13_gains_the_deployments_resume_budget(backend_url: str) -> None:
+def test_a_record_written_at_version_13_gains_the_deployments_resume_budget_and_driver_log_copies(
+        backend_url: str) -> None:
     from sqlalchemy import text
+
+    from airflowless.store.liveness import this_driver
 
     first = open_store(backend_url)
     first.create_pipeline_deployment("old", pipeline="p", target="p.py", params={}, schedule=None)
+    old_run = first.create_run("demo", module="demo.py", params={})
     with first.engine.begin() as conn:  # as version 13 wrote it
         conn.execute(text("ALTER TABLE pipeline_deployments DROP COLUMN resume_abandoned"))
-        conn.execute(text("DELETE FROM airflowless_schema_version WHERE version = 14"))
+        conn.execute(text("ALTER TABLE pipeline_runs DROP COLUMN driver_log_uri"))
+        conn.execute(text("DELETE FROM airflowless_schema_version WHERE version IN (14, 15)"))
     first.close()
     again = open_store(backend_url)
     try:
-        assert again.version == 14
+        assert again.version == 15
         assert again.get_pipeline_deployment("old")["resume_abandoned"] is None  # read as 0: never resumed
         again.create_pipeline_deployment("new", pipeline="p", target="p.py", params={}, schedule=None,
                                          resume_abandoned=2)
         assert again.get_pipeline_deployment("new")["resume_abandoned"] == 2
+        assert again.get_run(old_run).driver_log_uri is None
+        queued = again.enqueue_run("p", target="p.py", params={}, trigger="manual")
+        again.set_run_driver(queued, this_driver(), log_uri="s3://b/runs/2/logs/driver.log")
+        assert again.get_run(queued).driver_log_uri == "s3://b/runs/2/logs/driver.log"
     finally:
         again.close()
 
@@ -72,8 +81,8 @@ def test_reopening_a_store_is_a_no_op(backend_url: str) -> None:
     for _ in range(2):
         again = open_store(backend_url)
         try:
-            assert again.version == 14
-            assert _version_rows(again) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]  # no second row for the same migration
+            assert again.version == 15
+            assert _version_rows(again) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]  # no second row for the same migration
             assert again.get_run(run_id).pipeline == "demo"  # and the data is still there
             assert again.count_runs() == 1
         finally:
