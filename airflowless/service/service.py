@@ -81,7 +81,7 @@ def _utcnow() -> datetime:
 @dataclass
 class _Child:
     run_id: int
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | _Adopted
     log: IO[bytes]
     copy: DriverLog  # the log's copy in the run's storage
     warm: bool = False  # a warm driver was handed the run
@@ -118,6 +118,7 @@ class Service:
         """Register this service in the record (SQLite: refused if another serves it); its id."""
         self._lock_file = _single_service_lock(self.store)
         self.id = self.store.register_service(this_driver(), self.address)
+        self._adopt()
         self._beat = time.monotonic()
         self._heartbeat_s = get_settings().heartbeat_s
         from .notify import Notifier
@@ -139,6 +140,7 @@ class Service:
             released = self.store.release_orphans()
             if released:
                 log.warning("queued again run(s) %s: the service that claimed them died", released)
+            self._adopt()
             for dead, resume in self.store.resume_abandoned_runs():
                 log.warning("run %d: its driver died; %s", dead, f"queued run {resume} to resume it" if resume
                             else "not resumed (its deployment's resume_abandoned is spent)")
@@ -262,6 +264,22 @@ class Service:
         log.info("run %d (%s, %s) started: driver pid %d", run.id, run.pipeline, run.trigger, process.pid)
         return run.id
 
+    def _adopt(self) -> None:
+        """Watch the drivers on this host that a service now gone started (killed, or stopped while they ran):
+        their limits hold, their logs are copied, as for this service's own."""
+        import socket
+
+        assert self.id is not None
+        for run in self.store.adopt_drivers(self.id, socket.gethostname()):
+            run_id, path = run["id"], log_path(run["id"])
+            log_dir()
+            output = open(path, "ab")  # noqa: SIM115 (the driver writes it; kept as a child's is)
+            process = _Adopted(run["driver_pid"])
+            age = max(0.0, time.time() - (run["driver_started"] or time.time()))
+            self.children[run_id] = _Child(run_id, process, output, DriverLog(path, run["driver_log_uri"]),
+                                           began=time.monotonic() - age)
+            log.info("run %d: adopted its driver (pid %d), started by a service that is gone", run_id, process.pid)
+
     def _reap(self) -> None:
         """Record what the drivers that ended leave unrecorded (a child is forgotten once that is written)."""
         for run_id, child in list(self.children.items()):
@@ -338,6 +356,36 @@ class Service:
         else:
             return
         log.warning("run %d failed: %s", child.run_id, child.over)
+
+
+class _Adopted:
+    """A driver another service started on this host, watched by its pid (not a child of this process: its
+    exit code is not known; a run it left unrecorded is found abandoned by the record's liveness rules)."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self.pid = pid
+        self.returncode: int | None = None
+        try:
+            self._process: Any = psutil.Process(pid)
+        except psutil.Error:
+            self._process, self.returncode = None, 0
+
+    def poll(self) -> int | None:
+        import psutil
+
+        if self.returncode is None:
+            try:
+                gone = not self._process.is_running() or self._process.status() == psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                gone = True
+            if gone:
+                self.returncode = 0
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
 
 
 def _driver_of(pid: int) -> Driver:

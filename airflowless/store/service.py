@@ -437,6 +437,31 @@ class ServiceRecords:
                 released.append(int(row.id))
         return released
 
+    def adopt_drivers(self, service_id: int, host: str, *, now: float | None = None) -> list[dict[str, Any]]:
+        """Claim for service ``service_id`` the running runs whose drivers run on ``host`` but whose service is
+        gone (killed, or stopped: its drivers ran on); for each, ``{"id", "driver_pid", "driver_started",
+        "driver_log_uri"}``. Under the queue's lock: one service adopts each."""
+        runs = schema.pipeline_runs
+        now = now or time.time()
+        adopted: list[dict[str, Any]] = []
+        with self.engine.begin() as conn:
+            _lock(conn)
+            rows = conn.execute(select(runs.c.id, runs.c.claimed_by, runs.c.driver_pid, runs.c.driver_started,
+                                       runs.c.heartbeat_at, runs.c.driver_log_uri)
+                                .where(and_(runs.c.status == RunStatus.RUNNING, runs.c.claimed_by.is_not(None),
+                                            runs.c.claimed_by != service_id, runs.c.driver_host == host))).all()
+            if not rows:
+                return []
+            alive = _live_services(conn, now)
+            for row in rows:
+                driver = Driver(host, row.driver_pid, row.driver_started)
+                if row.claimed_by in alive or not driver_alive(driver, heartbeat_at=aware(row.heartbeat_at), now=now):
+                    continue  # its service watches it; or it is dead, and the record says so (abandoned)
+                conn.execute(runs.update().where(runs.c.id == row.id).values(claimed_by=service_id))
+                adopted.append({"id": int(row.id), "driver_pid": int(row.driver_pid),
+                                "driver_started": row.driver_started, "driver_log_uri": row.driver_log_uri})
+        return adopted
+
     def resume_abandoned_runs(self, *, now: float | None = None) -> list[tuple[int, int | None]]:
         """Settle the running runs of deployments with ``resume_abandoned`` whose driver died, and queue a resume
         of each while its deployment's budget lasts; (run, the run queued to resume it or None) for each.

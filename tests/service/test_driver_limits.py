@@ -65,3 +65,39 @@ def test_a_driver_past_the_services_memory_or_time_is_stopped_and_its_run_fails_
     assert "its driver ran longer than 10 s" in slow_run.error
     assert slow_run.stage("wait").status == "cancelled"  # SIGTERM: the driver cancelled its stage as on Ctrl-C
     assert store.get_run(within).status == RunStatus.SUCCEEDED
+
+
+@pytest.mark.usefixtures("home")
+def test_a_service_adopts_the_drivers_a_killed_service_left_running_holding_them_to_its_limits(
+        cluster_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Service A (no limits) starts a long run and is SIGKILLed; its driver runs on. Service B, started with a
+    time limit, adopts that driver: it stops it past the limit (counted from the driver's start) and records
+    why, and copies its log to the run's storage."""
+    import signal
+
+    db = f"sqlite:///{tmp_path / 'record.db'}"
+    monkeypatch.setenv("AIRFLOWLESS_DB", db)
+    module = tmp_path / "hungry.py"
+    module.write_text(_MODULE)
+    store = open_store(db)
+    slow = submit(str(module), params={"seconds": 120}, store=store)
+    log = tmp_path / "service.log"
+    first = start_service(db, cluster_client.scheduler.address, log)
+    try:
+        eventually(lambda: [s.status for s in store.get_run(slow).stages] == ["running"], timeout=60,
+                   message=lambda: log.read_text()[-3000:])
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    assert store.get_run(slow).status == RunStatus.RUNNING  # its driver runs on, alone
+    second = start_service(db, cluster_client.scheduler.address, log, env={"AIRFLOWLESS_DRIVER_TIMEOUT_S": "12"})
+    try:
+        eventually(lambda: store.get_run(slow).status == RunStatus.FAILED, timeout=90,  # not the cancel SIGTERM made
+                   message=lambda: log.read_text()[-3000:])
+    finally:
+        stop(second)
+    run = store.get_run(slow)
+    assert run.status == RunStatus.FAILED and "its driver ran longer than 12 s" in (run.error or ""), run.error
+    assert f"run {slow}: adopted its driver" in log.read_text()
+    assert run.driver_log_uri and f"driver of run {slow}" in Path(run.driver_log_uri).read_text()
+    store.close()
