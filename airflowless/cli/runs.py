@@ -78,7 +78,7 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
     """What the run's stages printed and logged, every attempt (one STAGE, e.g. 'score[3]', if given)."""
     import time
 
-    from ..dag.logs import read_log
+    from ..dag.logs import attempt_logs, read_log
     from ..store import RunStatus, StageStatus
 
     store = _open(db)
@@ -97,7 +97,7 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
                    f"{run_id} {record.stages[0].node if record.stages else 'STAGE'} --follow`", err=True)
         sys.exit(2)
     for one in chosen:
-        uris = _attempt_logs(one.node, one.log_uri, one.attempts)
+        uris = attempt_logs(one.node, one.log_uri, one.attempts)
         if not uris and not follow:
             click.echo(f"== {one.node}: no log ({one.status}) ==")
             continue
@@ -109,7 +109,7 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
         while True:
             run = store.get_run(run_id)
             one = run.stage(one.node)
-            uris = _attempt_logs(one.node, one.log_uri, one.attempts)
+            uris = attempt_logs(one.node, one.log_uri, one.attempts)
             if uris and uris[-1][0] != attempt:
                 attempt, offset = uris[-1][0], 0
                 click.echo(f"== {one.node}, attempt {attempt} ==")
@@ -194,16 +194,6 @@ def _signal_driver(record: Any) -> bool:
         return False
     os.kill(record.driver_pid, signal.SIGINT)
     return True
-
-
-def _attempt_logs(node: str, latest: str | None, attempts: int) -> list[tuple[int, str]]:
-    """(attempt, log URI) of every attempt of ``node``, beside the latest attempt's log."""
-    from ..dag.logs import log_name
-
-    if not latest:
-        return []
-    folder = latest.rpartition("/")[0]
-    return [(n, f"{folder}/{log_name(node, n)}") for n in range(1, max(attempts, 1) + 1)]
 
 
 def _run(store: Store, run_id: int) -> Any:

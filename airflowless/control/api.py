@@ -58,6 +58,18 @@ class Run(ApiHandler):
         await self.read(reads.run, _id(run_id, "run"))
 
 
+class RunLog(ApiHandler):
+    async def get(self, run_id: str, node: str | None = None) -> None:
+        """``?attempt=N`` (default: the latest), ``?offset=B`` (default 0): a page of the log from byte B."""
+        attempt, offset = self.get_query_argument("attempt", None), self.get_query_argument("offset", "0")
+        if attempt is not None and not (attempt.isdigit() and len(attempt) <= 6):
+            raise BadRequest(f"attempt is a whole number from 1, got {attempt!r}")
+        if not (offset.isdigit() and len(offset) <= 18):
+            raise BadRequest(f"offset is a byte offset (a whole number from 0), got {offset!r}")
+        await self.read(reads.run_log, _id(run_id, "run"), node, attempt=None if attempt is None else int(attempt),
+                        offset=int(offset))
+
+
 class CancelRun(ApiHandler):
     async def post(self, run_id: str) -> None:
         await self.act("cancel_run", _id(run_id, "run"))
@@ -185,6 +197,8 @@ def routes(ctx: ControlContext) -> list[tuple[str, type[web.RequestHandler], dic
         ("runs", Runs),
         ("runs/([^/]+)", Run),
         ("runs/([^/]+)/cancel", CancelRun),
+        ("runs/([^/]+)/logs", RunLog),
+        ("runs/([^/]+)/logs/(.+)", RunLog),
         ("experiments", Experiments),
         ("experiments/([^/]+)", Experiment),
         ("experiments/([^/]+)/metrics", ExperimentMetrics),

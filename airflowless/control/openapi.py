@@ -45,6 +45,14 @@ def _pages(after: str) -> list[dict[str, Any]]:
              "schema": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 10_000}}]
 
 
+def _log_page() -> list[dict[str, Any]]:
+    return [{"name": "attempt", "in": "query", "required": False, "description": "which attempt (default: the latest)",
+             "schema": {"type": "integer", "minimum": 1}},
+            {"name": "offset", "in": "query", "required": False,
+             "description": "the byte to start at: the 'next_offset' of the page before",
+             "schema": {"type": "integer", "minimum": 0, "default": 0}}]
+
+
 def _limit(default: int) -> dict[str, Any]:
     return {"name": "limit", "in": "query", "required": False, "description": "how many, newest first",
             "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": default}}
@@ -117,6 +125,12 @@ def document(prefix: str = "") -> dict[str, Any]:
         "/runs/{run_id}": _read("One run with its stages: state, attempts, duration, cache hit, error, traceback; the experiments its stages started",
                                 run, found=True),
         "/runs/{run_id}/cancel": _action("Cancel a queued or running pipeline run", run),
+        "/runs/{run_id}/logs": _read("A page of the output of the run's service driver (404 for a run no service "
+                                     "started)", run, *_log_page(), found=True),
+        "/runs/{run_id}/logs/{node}": _read("A page of what one stage printed and logged in one attempt (default: "
+                                            "its latest), from a byte offset; 'next_offset' asks for the rest",
+                                            run, _text("node", "the stage's node, as the run lists it ('score[3]')"),
+                                            *_log_page(), found=True),
         "/experiments": _read("The latest experiments (Tuner searches, Trainer fits) with trial counts",
                               _limit(50)),
         "/experiments/{experiment_id}": _read("One experiment with its trials: config, status, last metrics",

@@ -26,7 +26,9 @@ from ..store.records import ExperimentStatus, RunRecord, StageRecord, StageStatu
 from .errors import NotFound
 
 __all__ = ["checkpoints", "deployments", "experiment", "experiment_metrics", "experiments", "metrics", "run", "runs",
-           "run_summary", "trial", "plain"]
+           "run_log", "run_summary", "trial", "plain"]
+
+LOG_PAGE_BYTES = 512 * 1024  # the most of a log one answer carries
 
 
 def plain(value: Any) -> Any:
@@ -54,6 +56,44 @@ def run(store: Any, run_id: int) -> dict[str, Any]:
     return {**run_summary(record), "stages": [_stage(stage) for stage in record.stages],
             "notifications": plain(store.notifications_of(run_id)),
             "experiments": [_experiment(row) for row in store.experiments_of_run(run_id)]}
+
+
+def run_log(store: Any, run_id: int, node: str | None, *, attempt: int | None = None, offset: int = 0) -> dict[str, Any]:
+    """A page of what stage ``node`` of run ``run_id`` printed and logged in ``attempt`` (default: its latest),
+    from byte ``offset``; with ``node`` None, its service driver's output. ``next_offset`` asks for the rest
+    (``done``: the stage or run has ended, nothing more will come once the page is empty)."""
+    from ..dag.logs import attempt_logs, read_log
+
+    try:
+        record = store.get_run(run_id)
+    except KeyError:
+        raise NotFound(f"no run with id {run_id} in this record") from None
+    if node is None:
+        if not record.driver_log_uri:
+            raise NotFound(f"run {run_id} has no driver log (only runs the service starts do); its stages' logs "
+                           f"are at runs/{run_id}/logs/STAGE")
+        uris, done = [(1, record.driver_log_uri)], record.status not in ("queued", "running")
+    else:
+        try:
+            stage = record.stage(node)
+        except KeyError as exc:
+            raise NotFound(exc.args[0]) from None
+        uris, done = attempt_logs(node, stage.log_uri, stage.attempts), stage.status not in StageStatus.UNSETTLED
+    attempts = len(uris)
+    chosen = attempts if attempt is None else attempt
+    if not uris:
+        return {"run_id": run_id, "stage": node, "attempt": None, "attempts": 0, "offset": offset,
+                "next_offset": offset, "text": "", "done": done}
+    if not 1 <= chosen <= attempts:
+        raise NotFound(f"stage {node!r} of run {run_id} has attempts 1 to {attempts}, not {chosen}")
+    data = read_log(uris[chosen - 1][1], offset)[:LOG_PAGE_BYTES]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a character cut by the page's end waits for the next page
+        data = data[:exc.start] if exc.start >= len(data) - 3 else data
+        text = data.decode("utf-8", "replace")
+    return {"run_id": run_id, "stage": node, "attempt": chosen, "attempts": attempts, "offset": offset,
+            "next_offset": offset + len(data), "text": text, "done": done and chosen == attempts}
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:

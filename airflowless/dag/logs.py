@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from typing import IO, Any, TextIO
 
-__all__ = ["LIMIT_BYTES", "capture", "install", "log_name", "read_log"]
+__all__ = ["LIMIT_BYTES", "attempt_logs", "capture", "install", "log_name", "read_log"]
 
 LIMIT_BYTES = 10 * 2**20
 
@@ -40,6 +40,19 @@ _FORMAT = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 def log_name(node: str, attempt: int) -> str:
     return f"{node}.attempt-{attempt}.log"
+
+
+def attempt_logs(node: str, latest: str | None, attempts: int) -> list[tuple[int, str]]:
+    """(attempt, log URI) of every attempt of ``node``, beside the latest attempt's log (``latest``, as the
+    record keeps it; None: no log kept).
+
+    >>> attempt_logs("score[3]", "/s/runs/4/logs/score[3].attempt-2.log", 2)
+    [(1, '/s/runs/4/logs/score[3].attempt-1.log'), (2, '/s/runs/4/logs/score[3].attempt-2.log')]
+    """
+    if not latest:
+        return []
+    folder = latest.rpartition("/")[0]
+    return [(n, f"{folder}/{log_name(node, n)}") for n in range(1, max(attempts, 1) + 1)]
 
 
 class _Capture:

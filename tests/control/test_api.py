@@ -18,7 +18,7 @@ import pytest
 from airflowless import pipeline, stage, tune
 from airflowless.control import api, openapi
 from airflowless.control.context import ControlContext
-from airflowless.store import open_store
+from airflowless.store import open_store, schema
 from airflowless.train import Checkpoint, RunConfig
 from tests.control.conftest import call
 
@@ -127,6 +127,10 @@ def record(tmp_path: Path) -> tuple[str, dict[str, int]]:
     run_id = store.create_run("taxi", module="pipelines.taxi", params={"n": 1})
     store.add_stages(run_id, [{"node": "load", "stage": "load", "upstream": [], "cache_key": "k1",
                                "status": "pending"}])
+    driver_log = tmp_path / "driver.log"  # as if a service had started its driver
+    driver_log.write_text("driver of run 1\n")
+    with store.engine.begin() as conn:
+        conn.execute(schema.pipeline_runs.update().values(driver_log_uri=str(driver_log)))
     experiment_id = store.create_experiment("grid", kind="tune", config={}, metric="loss", mode="min")
     trial_id = store.add_trial(experiment_id, "t0", config={"lr": 0.1})
     store.add_metrics(trial_id, 1, {"loss": float("nan"), "acc": 0.5})
@@ -187,7 +191,7 @@ def test_openapi_document_lists_every_route_and_every_listed_path_answers(
     assert document["openapi"].startswith("3.")
     routed = {pattern for pattern, *_ in api.routes(ControlContext(None))}
     values = {"run_id": ids["run"], "experiment_id": ids["experiment"], "trial_id": ids["trial"],
-              "app": "taxi", "deployment": "Predictor", "name": "nightly"}
+              "app": "taxi", "deployment": "Predictor", "name": "nightly", "node": "load"}
     for path, item in document["paths"].items():
         concrete = path.format(**values)
         assert any(re.fullmatch(pattern, concrete) for pattern in routed
@@ -230,3 +234,53 @@ def test_a_deployment_whose_serving_process_is_gone_reads_stopped(tmp_path: Path
     assert [d["app"] for d in running["deployments"]] == ["alive"]
     _, stopped = call(base + "deployments?status=stopped")
     assert [d["app"] for d in stopped["deployments"]] == ["killed"]
+
+
+def test_a_stages_logs_are_read_by_attempt_and_in_pages_and_a_service_runs_driver_log_too(
+        tmp_path: Path, control_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the run page's log panel reads: the latest attempt by default, any attempt by number, from a byte
+    offset (a character cut by a page's end waits for the next page); the driver's log of a service's run."""
+    from airflowless.control import reads
+    from airflowless.store.liveness import this_driver
+
+    url = f"sqlite:///{tmp_path / 'record.db'}"
+    store = open_store(url)
+    logs = tmp_path / "storage" / "runs" / "1" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "score[3].attempt-1.log").write_text("first try\nValueError: no\n")
+    (logs / "score[3].attempt-2.log").write_text("second try: é\n")
+    run_id = store.enqueue_run("taxi", target="pipelines/taxi.py", params={}, trigger="manual")
+    store.set_run_driver(run_id, this_driver(), log_uri=str(tmp_path / "driver.log"))
+    (tmp_path / "driver.log").write_text("driver of run 1\n")
+    store.add_stages(run_id, [{"node": "score[3]", "stage": "score", "upstream": [], "cache_key": "k", "status":
+                               "succeeded", "attempts": 2, "log_uri": str(logs / "score[3].attempt-2.log")},
+                              {"node": "quiet", "stage": "quiet", "upstream": [], "cache_key": "q",
+                               "status": "pending"}])
+    base = control_server(ControlContext(url)) + V1 + f"runs/{run_id}/logs"
+
+    status, page = call(base + "/score%5B3%5D")
+    assert status == 200, page
+    assert (page["attempt"], page["attempts"], page["text"], page["done"]) == (2, 2, "second try: é\n", True)
+    assert page["next_offset"] == len("second try: é\n".encode())
+    status, page = call(base + "/score%5B3%5D?attempt=1&offset=10")
+    assert (page["attempt"], page["text"], page["done"]) == (1, "ValueError: no\n", False)  # the latest is not it
+    status, page = call(base + "/score%5B3%5D?offset=" + str(page["next_offset"] + 100))
+    assert status == 200 and page["text"] == ""  # past the end: nothing yet
+    assert call(base + "/quiet")[1]["attempts"] == 0  # no attempt yet: an empty page
+    assert call(base)[1]["text"] == "driver of run 1\n"
+
+    assert call(base + "/score%5B3%5D?attempt=3")[0] == 404
+    assert call(base + "/nope")[0] == 404
+    assert call(base + "/score%5B3%5D?offset=-1")[0] == 400
+    assert call(base + "/score%5B3%5D?attempt=x")[0] == 400
+    other = store.create_run("taxi", module="pipelines/taxi.py", params={})
+    status, answer = call(control_server(ControlContext(url)) + V1 + f"runs/{other}/logs")
+    assert status == 404 and "only runs the service starts" in answer["error"]
+
+    # a page's end inside a character: the character waits for the next page
+    (logs / "score[3].attempt-2.log").write_text("é" * 10)
+    monkeypatch.setattr(reads, "LOG_PAGE_BYTES", 5)
+    first = reads.run_log(store, run_id, "score[3]")
+    assert first["text"] == "éé" and first["next_offset"] == 4
+    assert reads.run_log(store, run_id, "score[3]", offset=4)["text"] == "éé"
+    store.close()

@@ -105,8 +105,10 @@ def square(xs: list[int]) -> list[int]:
 
 @stage
 def combine(ys: list[int], zs: list[int], gate: str) -> int:
+    print(f"waiting for {gate}")
     if not Event(gate).wait(120):
         raise TimeoutError(f"the test never released {gate}")
+    print("released: combining")
     return sum(ys) + sum(zs)
 
 
@@ -140,9 +142,16 @@ def test_run_pages_live_then_finished(browser: Browser, dashboard: str) -> None:
         assert states["combine"] == "running" and states["load"] == "succeeded"
         assert dom.count('<path class="edge"') == 4  # load->double, load->square, double->combine, square->combine
         assert "· live" in dom
+        # the running stage's log, followed: what it printed so far, then what it prints once released
+        browser.evaluate("document.querySelector('button[data-log=combine]').click()")
+        log = "(document.querySelector('pre.af-log[data-node=combine]') || {}).textContent || ''"
+        eventually(lambda: f"waiting for {gate}" in browser.evaluate(log), timeout=30,
+                   message=lambda: browser.evaluate(log))
+        assert "following" in browser.evaluate("document.getElementById('log').parentNode.textContent")
     finally:
         Event(gate).set()
         thread.join(120)
+    eventually(lambda: "released: combining" in browser.evaluate(log), timeout=30, message=lambda: browser.evaluate(log))
     assert done["result"].value == sum(2 * x for x in range(10)) + sum(x * x for x in range(10))
     dom = show(browser, dashboard, f"airflowless/runs/{run.id}", "run",
                until=f"{count('g.stage[data-status=succeeded]')} === 4")
@@ -179,6 +188,7 @@ def days(n: int) -> list[int]:
 
 @stage
 def score_day(day: int) -> int:
+    print(f"scoring day {day}")
     return 10 * day
 
 
@@ -201,6 +211,10 @@ def test_a_mapped_stage_is_one_node_saying_how_its_items_went(browser: Browser, 
     assert 'data-items="30" data-counts="30 succeeded"' in dom
     assert dom.count('<path class="edge"') == 2  # days -> score_day (its items read days) -> total_scores
     assert dom.count("<td>score_day[") == 30  # the table still lists each item
+    browser.evaluate("document.querySelector('button[data-log=\"score_day[7]\"]').click()")
+    log = "(document.querySelector('pre.af-log') || {}).textContent || ''"
+    eventually(lambda: browser.evaluate(log).strip() == "scoring day 7",  # that item's own output
+               message=lambda: browser.evaluate(log))
 
 
 # -- a Tune search: one trial held after two reports ------------------------------------------

@@ -1,9 +1,64 @@
-/* One run: its stages as a graph coloured by state (live while the run is), and a table of
- * each stage's attempts, duration, cache hit, error and traceback. */
+/* One run: its stages as a graph coloured by state (live while the run is), a table of each
+ * stage's attempts, duration, cache hit, error and traceback, and each stage's log (every attempt,
+ * followed while it grows); for a run the service started, its driver's log too. */
 "use strict";
 (function () {
-  const { el, svg, getJSON, poll, section, table, badge, duration, time, update, setText, actionButton, link } = AF;
+  const { el, svg, getJSON, request, poll, section, table, badge, duration, time, update, setText, actionButton, link } = AF;
   const id = AF.id;
+
+  /* The log shown: node (null: the driver's), attempt (null: the latest), what was read so far. */
+  let shown = null;
+
+  function openLog(node, attempt) {
+    shown = { node, attempt: attempt || null, attempts: 0, offset: 0, text: "", done: false };
+    drawLog();
+    readLog();
+  }
+
+  async function readLog() {
+    const reading = shown;
+    if (!reading) return;
+    const path = "runs/" + encodeURIComponent(id) + "/logs" + (reading.node === null ? "" : "/" + encodeURIComponent(reading.node));
+    try {
+      for (let pages = 0; pages < 40; pages++) { // a long log comes in pages; the rest at the next read
+        const page = await request("GET", path + "?offset=" + reading.offset + (reading.attempt ? "&attempt=" + reading.attempt : ""));
+        if (shown !== reading) return; // another log was opened meanwhile
+        reading.attempt = page.attempt;
+        reading.attempts = page.attempts;
+        reading.text += page.text;
+        reading.offset = page.next_offset;
+        reading.done = page.done;
+        if (!page.text) break;
+      }
+      reading.error = null;
+    } catch (error) {
+      reading.error = error.message;
+      reading.done = true;
+    }
+    if (shown !== reading) return;
+    drawLog();
+    if (!reading.done) setTimeout(() => { if (shown === reading) readLog(); }, 1000);
+  }
+
+  function drawLog() {
+    const holder = section("log", null);
+    if (!shown) { holder.replaceChildren(); return; }
+    const what = shown.node === null ? "the driver" : shown.node;
+    const attempts = [];
+    for (let n = 1; n <= shown.attempts; n++) {
+      attempts.push(n === shown.attempt ? el("b", {}, " " + n) : [" ", el("a", { href: "#log", "data-attempt": n, onclick: (event) => {
+        event.preventDefault();
+        openLog(shown.node, n);
+      } }, String(n))]);
+    }
+    holder.replaceChildren(el("h2", { id: "log" }, "Log of " + what),
+      el("p", { class: "af-muted" }, shown.attempts > 1 ? ["attempt", ...attempts, " of " + shown.attempts] :
+        shown.attempt ? "attempt " + shown.attempt : "", shown.done ? "" : " · following",
+        " ", el("button", { type: "button", class: "af-action", onclick: () => { shown = null; drawLog(); } }, "close")),
+      shown.error ? el("p", { class: "af-error" }, shown.error) : null,
+      el("pre", { class: "af-tb af-log", "data-node": shown.node === null ? "" : shown.node },
+        shown.text || (shown.done ? "(it printed and logged nothing)" : "(nothing yet)")));
+  }
 
   function layers(stages) {
     const byNode = new Map(stages.map((s) => [s.node, s]));
@@ -110,6 +165,8 @@
         (run.backfill_id != null ? " (backfill " + run.backfill_id + ")" : "") +
         (run.status === "queued" && run.queue_reason ? " · queued: " + run.queue_reason : "")) : null,
       run.error ? el("pre", { class: "af-tb" }, run.error) : null,
+      run.driver_log_uri ? el("p", {}, el("button", { type: "button", class: "af-action", "data-log": "driver",
+        onclick: () => openLog(null) }, "driver log")) : null,
       Object.keys(run.params || {}).length ? el("p", { class: "af-muted" }, "params: " + JSON.stringify(run.params)) : null);
     const notes = run.notifications || [];
     update(section("notifications", null), notes.length ? [el("h2", {}, "Notifications"),
@@ -136,6 +193,8 @@
       { label: "error", value: (s) => s.error || "",
         cell: (s) => (s.error ? el("div", {}, s.error, s.traceback ? el("details", {}, el("summary", {}, "traceback"),
           el("pre", { class: "af-tb" }, s.traceback)) : null) : "") },
+      { label: "log", value: () => "", cell: (s) => (s.log_uri ? el("button", { type: "button", class: "af-action",
+        "data-log": s.node, onclick: () => openLog(s.node) }, "log") : "") },
     ], stages, { sortable: true, cls: "stages", key: (s) => s.node });
     return run.status === "running" || run.status === "queued";
   }, 1500);
