@@ -2,12 +2,16 @@
 
 A case is Python code defining ``setup()`` (not timed: cluster start, warm-up)
 and ``run()`` (timed; returns a dict of figures). ``python harness.py CASE_FILE``
-prints one JSON line with the figures, ``seconds`` and ``peak_rss_mb``.
+prints one JSON line with the figures, ``seconds`` and ``peak_rss_mb``. With
+``BENCH_WARM=1``, ``run()`` runs a second time in the same process: its time is
+``warm_seconds`` and its figures are prefixed ``warm_`` (the first run pays each
+process's first use of its libraries: imports, first tasks; the second does not).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import sys
 import threading
@@ -42,9 +46,14 @@ def measure(setup: object, run: object) -> dict[str, object]:
     start = time.perf_counter()
     figures = run()  # type: ignore[operator]
     seconds = time.perf_counter() - start
+    warm: dict[str, object] = {}
+    if os.environ.get("BENCH_WARM") == "1":
+        start = time.perf_counter()
+        again = run()  # type: ignore[operator]
+        warm = {"warm_seconds": time.perf_counter() - start, **{f"warm_{k}": v for k, v in (again or {}).items()}}
     stop.set()
     sampler.join()
-    return {**(figures or {}), "seconds": seconds, "peak_rss_mb": peak[0] / 2**20}
+    return {**(figures or {}), "seconds": seconds, **warm, "peak_rss_mb": peak[0] / 2**20}
 
 
 if __name__ == "__main__":
