@@ -122,36 +122,44 @@ def run_logs(run_id: int, stage: str | None, follow: bool, db: str | None) -> No
             time.sleep(0.5)
 
 
-_LAST_COPY_S = 2.0  # the service sees the driver gone within a tick (0.25 s), then copies: with room
-
-
 def _driver_log(store: Store, run_id: int, follow: bool) -> None:
     """The output of the driver the service started for run ``run_id`` (until the run ends, with ``follow``):
-    the service's own file on its machine, else its copy in the run's storage (a few seconds behind)."""
+    the service's own file where it is (its machine), else its copy in the run's storage, a few seconds
+    behind, which the service closes with an end mark once it saw the driver end."""
     import time
 
     from ..dag.logs import read_log
-    from ..service.driver_logs import log_path
+    from ..service.driver_logs import END_MARK, log_path
     from ..store import RunStatus
 
-    path, offset = log_path(run_id), 0
-    here = path.exists()
-    uri = str(path) if here else store.get_run(run_id).driver_log_uri
-    click.echo(f"== driver (started by the service; {uri or path}) ==")
-    ended = False
+    path, offset, uri, said, closed = log_path(run_id), 0, None, False, False
     while True:
-        status = store.get_run(run_id).status
-        if follow and not here and not ended and status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-            ended = True  # the service copies the driver's last words when it sees the driver gone: wait for them
-            time.sleep(_LAST_COPY_S)
+        run = store.get_run(run_id)
+        if uri is None:  # not known yet while the run waits for its driver
+            uri = str(path) if path.exists() else run.driver_log_uri
+        if uri is not None and not said:
+            click.echo(f"== driver (started by the service; {uri}) ==")
+            said = True
         data = read_log(uri, offset) if uri else b""
         offset += len(data)
-        click.echo(data.decode("utf-8", "replace"), nl=False)
-        if not uri and not follow:
-            click.echo(f"(no log: the run is {status}, and no service copied its driver's output)")
-        if not follow or status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+        copy = uri is not None and uri != str(path)
+        closed = closed or (copy and data.endswith(END_MARK))
+        click.echo(data.removesuffix(END_MARK).decode("utf-8", "replace") if copy else
+                   data.decode("utf-8", "replace"), nl=False)
+        ended = run.status not in (RunStatus.QUEUED, RunStatus.RUNNING)
+        if uri is None and not follow:
+            click.echo(f"== driver: no log (the run is {run.status}, and no service copied its driver's output) ==")
+        if not follow or (ended and (not copy or closed or _long_ago(run.finished_at))):
             return
         time.sleep(0.5)
+
+
+def _long_ago(moment: Any, seconds: float = 60.0) -> bool:
+    """Whether ``moment`` (an aware time, or None) is more than ``seconds`` past: a copy not closed by then
+    will not be (its service stopped first)."""
+    from datetime import datetime, timezone
+
+    return moment is None or (datetime.now(timezone.utc) - moment).total_seconds() > seconds
 
 
 @runs.command("cancel")

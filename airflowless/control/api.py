@@ -59,6 +59,8 @@ class Run(ApiHandler):
 
 
 class RunLog(ApiHandler):
+    private = "logs (what stages and drivers printed, kept readable by the cluster's owner only)"
+
     async def get(self, run_id: str, node: str | None = None) -> None:
         """``?attempt=N`` (default: the latest), ``?offset=B`` (default 0): a page of the log from byte B."""
         attempt, offset = self.get_query_argument("attempt", None), self.get_query_argument("offset", "0")

@@ -81,18 +81,22 @@ def named_here(host_header: str) -> bool:
     return is_loopback(name) or name.lower() in {socket.gethostname().lower(), socket.getfqdn().lower()}
 
 
-def check(ctx: ControlContext, authorization: str | None, *, action: bool, host: str | None = None) -> None:
+def check(ctx: ControlContext, authorization: str | None, *, action: bool, host: str | None = None,
+          private: str | None = None) -> None:
     """Refuse a request that needs the token and lacks it (401) or has another one (403).
 
     Reads on a loopback-only server need no token, if their ``Host`` names this
     machine (:func:`named_here`): a page of another site whose name was rebound
-    to 127.0.0.1 (DNS rebinding) sends its own name, and needs the token.
+    to 127.0.0.1 (DNS rebinding) sends its own name, and needs the token. A
+    ``private`` read (what it reads, said in the refusal: "logs") needs the
+    token always, as an action does: it shows what only the cluster's owner may
+    read (files kept 0600), or costs the server a process.
     """
-    if not action and ctx.loopback and (host is None or named_here(host)):
+    if not action and private is None and ctx.loopback and (host is None or named_here(host)):
         return
     scheme, _, given = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
-        why = ("actions need" if action else
+        why = ("actions need" if action else f"reading {private} needs" if private is not None else
                f"the Host {str(host)[:100]!r} does not name this machine (open the pages at 127.0.0.1 or "
                "localhost), so this read needs" if ctx.loopback else
                "this server listens beyond loopback, so every request needs")

@@ -44,9 +44,11 @@ class ApiHandler(web.RequestHandler):
         self.authorized = False  # set once the token check passed: only then an ETag (and so a 304)
         self.gone = False  # the client closed its connection
 
+    private: str | None = None  # what a read of this route shows that needs the token always ("logs")
+
     def prepare(self) -> None:
         auth.check(self.ctx, self.request.headers.get("Authorization"), action=self.request.method == "POST",
-                   host=self.request.headers.get("Host", ""))
+                   host=self.request.headers.get("Host", ""), private=self.private)
         self.authorized = True
         declared = self.request.headers.get("Content-Length", "0")
         if not declared.isdigit() or int(declared) > MAX_BODY:

@@ -60,9 +60,11 @@ def run(store: Any, run_id: int) -> dict[str, Any]:
 
 def run_log(store: Any, run_id: int, node: str | None, *, attempt: int | None = None, offset: int = 0) -> dict[str, Any]:
     """A page of what stage ``node`` of run ``run_id`` printed and logged in ``attempt`` (default: its latest),
-    from byte ``offset``; with ``node`` None, its service driver's output. ``next_offset`` asks for the rest
-    (``done``: the stage or run has ended, nothing more will come once the page is empty)."""
+    from byte ``offset``; with ``node`` None, its service driver's output (the service's copy). Ask for the
+    rest from ``next_offset``; ``done``: nothing more will come once a page is empty (the attempt has ended:
+    an earlier one, or the latest of a stage that ended; a driver's copy that the service closed)."""
     from ..dag.logs import attempt_logs, read_log
+    from ..service.driver_logs import END_MARK
 
     try:
         record = store.get_run(run_id)
@@ -72,28 +74,46 @@ def run_log(store: Any, run_id: int, node: str | None, *, attempt: int | None = 
         if not record.driver_log_uri:
             raise NotFound(f"run {run_id} has no driver log (only runs the service starts do); its stages' logs "
                            f"are at runs/{run_id}/logs/STAGE")
-        uris, done = [(1, record.driver_log_uri)], record.status not in ("queued", "running")
+        uris, settled = [(1, record.driver_log_uri)], False  # whole once the service closed the copy (below)
     else:
         try:
             stage = record.stage(node)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from None
-        uris, done = attempt_logs(node, stage.log_uri, stage.attempts), stage.status not in StageStatus.UNSETTLED
+        uris, settled = attempt_logs(node, stage.log_uri, stage.attempts), stage.status not in StageStatus.UNSETTLED
     attempts = len(uris)
     chosen = attempts if attempt is None else attempt
     if not uris:
         return {"run_id": run_id, "stage": node, "attempt": None, "attempts": 0, "offset": offset,
-                "next_offset": offset, "text": "", "done": done}
+                "next_offset": offset, "text": "", "done": settled}
     if not 1 <= chosen <= attempts:
         raise NotFound(f"stage {node!r} of run {run_id} has attempts 1 to {attempts}, not {chosen}")
-    data = read_log(uris[chosen - 1][1], offset)[:LOG_PAGE_BYTES]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:  # a character cut by the page's end waits for the next page
-        data = data[:exc.start] if exc.start >= len(data) - 3 else data
-        text = data.decode("utf-8", "replace")
+    back = min(offset, len(END_MARK)) if node is None else 0  # the end mark may lie before the offset
+    raw = read_log(uris[chosen - 1][1], offset - back)
+    data = raw[back:back + LOG_PAGE_BYTES]
+    whole = len(data) == len(raw) - back  # this page reaches the log's end as it is now
+    if node is None:
+        settled = whole and raw.endswith(END_MARK)
+    if not (whole and settled):  # a character cut by the page's (or the file's) end comes whole next time
+        data = data[:len(data) - _incomplete_tail(data)]
+    text = data.decode("utf-8", "replace")
     return {"run_id": run_id, "stage": node, "attempt": chosen, "attempts": attempts, "offset": offset,
-            "next_offset": offset + len(data), "text": text, "done": done and chosen == attempts}
+            "next_offset": offset + len(data), "text": text, "done": settled or chosen < attempts}
+
+
+def _incomplete_tail(data: bytes) -> int:
+    """How many bytes at the end of ``data`` begin a UTF-8 character that is not whole there.
+
+    >>> _incomplete_tail("é".encode()[:1]), _incomplete_tail("aé".encode()), _incomplete_tail("€".encode()[:2])
+    (1, 0, 2)
+    """
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:  # a continuation byte: its lead is further back
+            continue
+        need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4 if byte & 0xF8 == 0xF0 else 1
+        return back if need > back else 0
+    return 0
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:

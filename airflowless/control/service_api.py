@@ -27,10 +27,11 @@ route (under ``/airflowless/api/v1``)             verb  what
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime
 from typing import Any
 
-from .errors import BadRequest, NotFound, TooLarge, Unprocessable
+from .errors import BadRequest, Busy, NotFound, TooLarge, Unprocessable
 from .handler import ApiHandler
 
 __all__ = ["routes", "deployments", "deployment", "parameters", "queue"]
@@ -59,6 +60,9 @@ def deployment(store: Any, name: str) -> dict[str, Any]:
     return plain(row)  # type: ignore[no-any-return]
 
 
+_describing = threading.BoundedSemaphore(1)  # the reader threads are few: one may wait on a module's import
+
+
 def parameters(store: Any, name: str) -> dict[str, Any]:
     """Deployment ``name``'s pipeline parameters as its module declares them now (read in a child process),
     each with the ``value`` a trigger runs with: the deployment's (``deployed``) or the default."""
@@ -66,6 +70,9 @@ def parameters(store: Any, name: str) -> dict[str, Any]:
     from ..service.check import describe_params
     from .reads import plain
 
+    if not _describing.acquire(blocking=False):
+        raise Busy("the pipelines' parameters are being read for other requests (each in a process of its own); "
+                   "retry in a few seconds")
     try:
         found = store.get_pipeline_deployment(name)
         declared = describe_params(found["target"])
@@ -73,6 +80,8 @@ def parameters(store: Any, name: str) -> dict[str, Any]:
         raise NotFound(exc.args[0]) from None
     except AirflowlessError as exc:
         raise Unprocessable(f"cannot read the parameters of deployment {name!r}: {exc}") from None
+    finally:
+        _describing.release()
     deployed = plain(found["params"])
     for param in declared:
         param["deployed"] = param["name"] in deployed
@@ -135,6 +144,8 @@ class PipelineDeployment(ApiHandler):
 
 
 class PipelineDeploymentParameters(ApiHandler):
+    private = "a pipeline's parameters (it imports the pipeline's module in a process of its own)"
+
     async def get(self, name: str) -> None:
         await self.read(parameters, name)
 

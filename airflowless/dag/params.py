@@ -58,8 +58,15 @@ def describe(declared: dict[str, Param]) -> list[dict[str, Any]]:
 {'name': 'day', 'type': 'date', 'required': True, 'default': None}]
     """
     return [{"name": p.name, "type": p.type_name, "required": p.required,
-             "default": None if p.required else json.loads(json.dumps(p.default, default=str))}
-            for p in declared.values()]
+             "default": None if p.required else _as_json(p.default)} for p in declared.values()]
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as strict JSON reads it back (text for what JSON cannot hold: a path, a date, NaN)."""
+    try:
+        return json.loads(json.dumps(value, default=str, allow_nan=False))
+    except ValueError:
+        return str(value)
 
 
 def params_of(fn: Any) -> dict[str, Param]:

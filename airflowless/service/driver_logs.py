@@ -3,11 +3,14 @@
 A driver's output goes to a private file on the service's machine
 (:func:`log_path`), as it happens. The service copies it to
 ``<storage>/runs/<id>/logs/driver.log`` (:func:`storage_uri`, recorded as the
-run's ``driver_log_uri``) every :data:`SYNC_S` seconds while it grows and once
-when the driver ends, so ``airflowless runs logs ID`` on any machine that reads
-the record and the storage shows it (a few seconds behind), as it does the
-stages' logs. The copy keeps the last :data:`~airflowless.dag.logs.LIMIT_BYTES`,
-saying how much was cut before them.
+run's ``driver_log_uri``) every :data:`SYNC_S` seconds while it grows, and once
+more when it has seen the driver end, adding :data:`END_MARK`; so
+``airflowless runs logs ID`` on any machine that reads the record and the
+storage shows it (a few seconds behind) and knows when it has all of it. The
+copy only grows (readers follow it by byte offset); past
+:data:`~airflowless.dag.logs.LIMIT_BYTES` it says where the rest is and stops.
+Copies are written by one thread of the service's own (:class:`Copier`), so a
+slow object store never holds up its schedule.
 
 >>> storage_uri("s3://bucket/prefix", 41)
 's3://bucket/prefix/runs/41/logs/driver.log'
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,9 +30,10 @@ from ..dag.logs import LIMIT_BYTES
 from ..names import join_under
 from ..settings import get_settings
 
-__all__ = ["SYNC_S", "DriverLog", "log_dir", "log_path", "storage_uri"]
+__all__ = ["END_MARK", "SYNC_S", "Copier", "DriverLog", "log_dir", "log_path", "storage_uri"]
 
 SYNC_S = 5.0
+END_MARK = b"[the service saw this driver end: the log is whole]\n"
 
 log = logging.getLogger(__name__)
 
@@ -56,39 +62,79 @@ class DriverLog:
     path: Path
     uri: str | None
     limit: int = LIMIT_BYTES
-    copied: int = -1  # the file's size at the last copy
-    copied_at: float = field(default_factory=time.monotonic)
+    copied: int = 0  # bytes of the file the copy holds
+    cut: bool = False  # the file passed the limit: the copy says so and takes no more
+    synced_at: float = field(default_factory=lambda: time.monotonic() - SYNC_S)
+    pending: bool = False  # a copy is queued or being written
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def sync(self, *, final: bool = False) -> None:
-        """Copy the file to ``uri`` if it grew (at most every :data:`SYNC_S` s unless ``final``); a storage that
-        cannot be written is logged, and tried again at the next sync."""
-        if self.uri is None or (not final and time.monotonic() - self.copied_at < SYNC_S):
+    def due(self) -> bool:
+        return self.uri is not None and not self.pending and time.monotonic() - self.synced_at >= SYNC_S
+
+    def copy(self, *, final: bool = False) -> None:
+        """Bring the copy up to the file (with :data:`END_MARK` when ``final``); a storage that cannot be
+        written is logged, and tried again at the next copy."""
+        with self.lock:
+            try:
+                self._copy(final)
+            except Exception as exc:
+                log.warning("could not copy the driver log %s to %s: %s", self.path, self.uri, exc)
+            finally:
+                self.synced_at, self.pending = time.monotonic(), False
+
+    def _copy(self, final: bool) -> None:
+        import fsspec
+
+        if self.uri is None or self.cut:
             return
-        self.copied_at = time.monotonic()
         try:
             size = self.path.stat().st_size
         except OSError:
+            size = 0
+        local = "://" not in self.uri or self.uri.startswith("file://")
+        target = Path(self.uri.removeprefix("file://"))
+        if local and not self.copied and target.exists():  # a copy an earlier service began (an adopted driver)
+            self.copied = min(target.stat().st_size, size)
+        if size == self.copied and not final:
             return
-        if size == self.copied:
-            return
-        try:
-            self._copy(size)
-        except Exception as exc:
-            log.warning("could not copy the driver log %s to %s: %s", self.path, self.uri, exc)
-            return
-        self.copied = size
-
-    def _copy(self, size: int) -> None:
-        import fsspec
-
+        end = min(size, self.limit)
         with self.path.open("rb") as source:
-            cut = max(0, size - self.limit)
-            source.seek(cut)
-            data = source.read(size - cut)
-        with fsspec.open(self.uri, "wb", auto_mkdir=True) as target:
-            if cut:
-                target.write(f"[the first {cut} bytes of this log were cut]\n".encode())
-            target.write(data)
-        with contextlib.suppress(Exception):  # a local copy is the user's alone, as the file it copies
-            if "://" not in str(self.uri):
-                Path(str(self.uri)).chmod(0o600)
+            source.seek(self.copied)
+            grown = source.read(end - self.copied)
+        tail = b""
+        if size > self.limit:
+            self.cut = True
+            tail = (f"\n[the driver's output passed {self.limit} bytes; the rest is on the service's machine, "
+                    f"{self.path}]\n").encode()
+        if final:
+            tail += END_MARK
+        if local:  # a local or shared folder: append what grew
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "ab") as out:
+                with contextlib.suppress(OSError):
+                    target.chmod(0o600)  # the user's alone, as the file it copies
+                out.write(grown + tail)
+        else:  # object storage has no append: the whole copy again (it is bounded)
+            with self.path.open("rb") as source:
+                whole = source.read(end)
+            with fsspec.open(self.uri, "wb") as out:
+                out.write(whole + tail)
+        self.copied = end
+
+
+class Copier:
+    """The service's one thread that writes driver log copies, in the order they were asked for."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airflowless-log-copies")
+
+    def sync(self, driver_log: DriverLog, *, final: bool = False) -> None:
+        """Copy ``driver_log`` soon: if it is due (every :data:`SYNC_S` s at most), or ``final``."""
+        if driver_log.uri is None or not (final or driver_log.due()):
+            return
+        driver_log.pending = True
+        self._pool.submit(driver_log.copy, final=final)
+
+    def close(self) -> None:
+        """Write what was asked for, then stop."""
+        self._pool.shutdown(wait=True)

@@ -51,7 +51,7 @@ from ..errors import ConfigError
 from ..settings import get_settings
 from ..store.liveness import Driver, this_driver
 from ..store.records import RunStatus
-from .driver_logs import DriverLog, log_dir, log_path, storage_uri
+from .driver_logs import Copier, DriverLog, log_dir, log_path, storage_uri
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -113,6 +113,7 @@ class Service:
     _watches: dict[int, Any] = field(default_factory=dict)
     _watched_at: float = 0.0
     _wake: threading.Event = field(default_factory=threading.Event)
+    _copier: Copier = field(default_factory=Copier)  # writes the driver logs' copies, off the tick
 
     def start(self) -> int:
         """Register this service in the record (SQLite: refused if another serves it); its id."""
@@ -150,7 +151,7 @@ class Service:
         started = [self._spawn(run) for run in self.store.claim_runs(self.id, now=now)]
         self._reap()
         for child in self.children.values():
-            child.copy.sync()  # at most every few seconds each, and only what grew
+            self._copier.sync(child.copy)  # at most every few seconds each, and only what grew
         self._enforce_limits()
         self._keep_warm()
         self._notifier.tick()
@@ -182,6 +183,7 @@ class Service:
                 self.store.service_heartbeat(self.id, stopped=True)
         for child in self.children.values():
             child.log.close()
+        self._copier.close()
         if self._spare is not None and self._spare.stdin is not None:
             self._spare.stdin.close()  # its end of input: it ends
             self._spare = None
@@ -272,10 +274,14 @@ class Service:
         assert self.id is not None
         for run in self.store.adopt_drivers(self.id, socket.gethostname()):
             run_id, path = run["id"], log_path(run["id"])
+            if run_id in self.children:
+                continue
             log_dir()
             output = open(path, "ab")  # noqa: SIM115 (the driver writes it; kept as a child's is)
             process = _Adopted(run["driver_pid"])
-            age = max(0.0, time.time() - (run["driver_started"] or time.time()))
+            # its age as the first service counted it: from when it was handed the run (a warm driver may have
+            # waited long before that)
+            age = max(0.0, time.time() - run["claimed_at"].timestamp()) if run["claimed_at"] else 0.0
             self.children[run_id] = _Child(run_id, process, output, DriverLog(path, run["driver_log_uri"]),
                                            began=time.monotonic() - age)
             log.info("run %d: adopted its driver (pid %d), started by a service that is gone", run_id, process.pid)
@@ -305,7 +311,7 @@ class Service:
                     log.warning("run %d failed: its driver exited with code %d before taking it", run_id, code)
             del self.children[run_id]
             child.log.close()
-            child.copy.sync(final=True)
+            self._copier.sync(child.copy, final=True)
 
     def _enforce_limits(self) -> None:
         """Stop the drivers past the service's limits; kill those that outlived their grace."""

@@ -155,12 +155,11 @@ class ServiceRecords:
             for start in range(0, len(by_run), 500):  # bounded IN lists
                 chunk = list(by_run)[start:start + 500]
                 found = conn.execute(select(stages.c.run_id, stages.c.node, stages.c.status)
-                                     .where(stages.c.run_id.in_(chunk)).order_by(stages.c.id))
+                                     .where(and_(stages.c.run_id.in_(chunk),
+                                                 ~stages.c.node.like("%[%]")))  # items: score[3] (dag.mapping)
+                                     .order_by(stages.c.id))
                 for run_id, node, status in found:
                     by_run[run_id]["stages"].append({"node": node, "status": status})
-        for run in by_run.values():
-            nodes = {stage["node"] for stage in run["stages"]}
-            run["stages"] = [stage for stage in run["stages"] if _item_of(stage["node"]) not in nodes]
         return rows
 
     def set_deployment_paused(self, name: str, paused: bool, *, now: datetime | None = None) -> None:
@@ -375,8 +374,9 @@ class ServiceRecords:
         runs = schema.pipeline_runs
         with self.engine.begin() as conn:
             conn.execute(runs.update().where(and_(runs.c.id == run_id, runs.c.status == RunStatus.QUEUED)).values(
-                driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started, heartbeat_at=utc_now(),
-                driver_log_uri=log_uri))
+                driver_host=driver.host, driver_pid=driver.pid, driver_started=driver.started, heartbeat_at=utc_now()))
+            if log_uri is not None:  # also when a warm driver took the run already
+                conn.execute(runs.update().where(runs.c.id == run_id).values(driver_log_uri=log_uri))
 
     def take_queued_run(self, run_id: int, *, module: str, params: dict[str, Any], driver: Driver,
                         address: str | None) -> None:
@@ -439,17 +439,19 @@ class ServiceRecords:
 
     def adopt_drivers(self, service_id: int, host: str, *, now: float | None = None) -> list[dict[str, Any]]:
         """Claim for service ``service_id`` the running runs whose drivers run on ``host`` but whose service is
-        gone (killed, or stopped: its drivers ran on); for each, ``{"id", "driver_pid", "driver_started",
-        "driver_log_uri"}``. Under the queue's lock: one service adopts each."""
+        gone (killed, or stopped: its drivers ran on); for each, ``{"id", "driver_pid", "claimed_at" (when
+        the first service started its driver for the run), "driver_log_uri"}``. Under the queue's lock: one
+        service adopts each."""
         runs = schema.pipeline_runs
         now = now or time.time()
         adopted: list[dict[str, Any]] = []
         with self.engine.begin() as conn:
             _lock(conn)
-            rows = conn.execute(select(runs.c.id, runs.c.claimed_by, runs.c.driver_pid, runs.c.driver_started,
-                                       runs.c.heartbeat_at, runs.c.driver_log_uri)
+            rows = conn.execute(select(runs.c.id, runs.c.claimed_by, runs.c.claimed_at, runs.c.driver_pid,
+                                       runs.c.driver_started, runs.c.heartbeat_at, runs.c.driver_log_uri)
                                 .where(and_(runs.c.status == RunStatus.RUNNING, runs.c.claimed_by.is_not(None),
-                                            runs.c.claimed_by != service_id, runs.c.driver_host == host))).all()
+                                            runs.c.claimed_by != service_id, runs.c.driver_host == host,
+                                            runs.c.driver_pid.is_not(None)))).all()
             if not rows:
                 return []
             alive = _live_services(conn, now)
@@ -459,7 +461,7 @@ class ServiceRecords:
                     continue  # its service watches it; or it is dead, and the record says so (abandoned)
                 conn.execute(runs.update().where(runs.c.id == row.id).values(claimed_by=service_id))
                 adopted.append({"id": int(row.id), "driver_pid": int(row.driver_pid),
-                                "driver_started": row.driver_started, "driver_log_uri": row.driver_log_uri})
+                                "claimed_at": aware(row.claimed_at), "driver_log_uri": row.driver_log_uri})
         return adopted
 
     def resume_abandoned_runs(self, *, now: float | None = None) -> list[tuple[int, int | None]]:
@@ -764,13 +766,6 @@ def _live_services(conn: Connection, now: float) -> set[int]:
     return {row["id"] for row in rows
             if driver_alive(Driver(row["host"], row["pid"], row["started"]), heartbeat_at=aware(row["heartbeat_at"]),
                             now=now)}
-
-
-def _item_of(node: str) -> str | None:
-    """The mapped stage whose item ``node`` would be (``score`` for ``score[3]``, as
-    :func:`airflowless.dag.mapping.item_name` names items), or None."""
-    base, bracket, index = node.rpartition("[")
-    return base if bracket and index.endswith("]") and index[:-1].isdigit() else None
 
 
 def _deployment(row: Any) -> dict[str, Any]:

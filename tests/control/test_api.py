@@ -21,6 +21,7 @@ from airflowless.control.context import ControlContext
 from airflowless.store import open_store, schema
 from airflowless.train import Checkpoint, RunConfig
 from tests.control.conftest import call
+from tests.control.conftest import call as http
 
 V1 = "airflowless/api/v1/"
 
@@ -241,6 +242,7 @@ def test_a_stages_logs_are_read_by_attempt_and_in_pages_and_a_service_runs_drive
     """What the run page's log panel reads: the latest attempt by default, any attempt by number, from a byte
     offset (a character cut by a page's end waits for the next page); the driver's log of a service's run."""
     from airflowless.control import reads
+    from airflowless.service.driver_logs import END_MARK
     from airflowless.store.liveness import this_driver
 
     url = f"sqlite:///{tmp_path / 'record.db'}"
@@ -256,25 +258,35 @@ def test_a_stages_logs_are_read_by_attempt_and_in_pages_and_a_service_runs_drive
                                "succeeded", "attempts": 2, "log_uri": str(logs / "score[3].attempt-2.log")},
                               {"node": "quiet", "stage": "quiet", "upstream": [], "cache_key": "q",
                                "status": "pending"}])
-    base = control_server(ControlContext(url)) + V1 + f"runs/{run_id}/logs"
+    server = control_server(ControlContext(url, token="t0ken")) + V1
+    base = server + f"runs/{run_id}/logs"
 
+    def call(url: str) -> tuple[int, Any]:
+        return http(url, token="t0ken")
+
+    status, refused = http(base + "/score%5B3%5D")  # logs are the owner's: the token, also on loopback
+    assert status == 401 and "reading logs" in refused["error"], refused
     status, page = call(base + "/score%5B3%5D")
     assert status == 200, page
     assert (page["attempt"], page["attempts"], page["text"], page["done"]) == (2, 2, "second try: é\n", True)
     assert page["next_offset"] == len("second try: é\n".encode())
     status, page = call(base + "/score%5B3%5D?attempt=1&offset=10")
-    assert (page["attempt"], page["text"], page["done"]) == (1, "ValueError: no\n", False)  # the latest is not it
+    assert (page["attempt"], page["text"], page["done"]) == (1, "ValueError: no\n", True)  # an earlier one ended
     status, page = call(base + "/score%5B3%5D?offset=" + str(page["next_offset"] + 100))
     assert status == 200 and page["text"] == ""  # past the end: nothing yet
     assert call(base + "/quiet")[1]["attempts"] == 0  # no attempt yet: an empty page
-    assert call(base)[1]["text"] == "driver of run 1\n"
+    driver = call(base)[1]
+    assert (driver["text"], driver["done"]) == ("driver of run 1\n", False)  # the service may copy more
+    with (tmp_path / "driver.log").open("ab") as copy:  # as the service ends the copy once the driver ended
+        copy.write(END_MARK)
+    assert call(base + f"?offset={driver['next_offset']}")[1]["done"] is True
 
     assert call(base + "/score%5B3%5D?attempt=3")[0] == 404
     assert call(base + "/nope")[0] == 404
     assert call(base + "/score%5B3%5D?offset=-1")[0] == 400
     assert call(base + "/score%5B3%5D?attempt=x")[0] == 400
     other = store.create_run("taxi", module="pipelines/taxi.py", params={})
-    status, answer = call(control_server(ControlContext(url)) + V1 + f"runs/{other}/logs")
+    status, answer = call(server + f"runs/{other}/logs")
     assert status == 404 and "only runs the service starts" in answer["error"]
 
     # a page's end inside a character: the character waits for the next page

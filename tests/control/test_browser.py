@@ -118,6 +118,18 @@ def pages_demo(n: int = 10, gate: str = "") -> int:
     return combine(double(xs), square(xs), gate)
 
 
+def _enter_token(browser: Browser, cluster_client: Any) -> None:
+    """Type the cluster's token into the page's token field (actions and logs need it)."""
+    import json
+
+    from airflowless.control import mount
+
+    ctx = mount.installed(cluster_client.cluster.scheduler)
+    assert ctx is not None and ctx.token
+    browser.evaluate(f"{{ const t = document.getElementById('af-token'); t.value = {json.dumps(ctx.token)}; "
+                     "t.dispatchEvent(new Event('change')) }")
+
+
 def _stage_status(store: Any, run_id: int, node: str) -> str | None:
     return next((s.status for s in store.get_run(run_id).stages if s.node == node), None)
 
@@ -126,7 +138,7 @@ def _stage_states(dom: str) -> dict[str, str]:
     return dict(re.findall(r'<g class="stage" data-node="([^"]+)" data-status="([^"]+)"', dom))
 
 
-def test_run_pages_live_then_finished(browser: Browser, dashboard: str) -> None:
+def test_run_pages_live_then_finished(browser: Browser, dashboard: str, cluster_client: Any) -> None:
     gate = f"pages-gate-{uuid.uuid4().hex[:8]}"
     done: dict[str, Any] = {}
     thread = threading.Thread(target=lambda: done.setdefault("result", pages_demo(gate=gate)), daemon=True)
@@ -143,6 +155,7 @@ def test_run_pages_live_then_finished(browser: Browser, dashboard: str) -> None:
         assert dom.count('<path class="edge"') == 4  # load->double, load->square, double->combine, square->combine
         assert "· live" in dom
         # the running stage's log, followed: what it printed so far, then what it prints once released
+        _enter_token(browser, cluster_client)  # logs are the cluster owner's
         browser.evaluate("document.querySelector('button[data-log=combine]').click()")
         log = "(document.querySelector('pre.af-log[data-node=combine]') || {}).textContent || ''"
         eventually(lambda: f"waiting for {gate}" in browser.evaluate(log), timeout=30,
@@ -202,7 +215,8 @@ def mapped_demo(n: int = 30) -> int:
     return total_scores(score_day.map(days(n)))
 
 
-def test_a_mapped_stage_is_one_node_saying_how_its_items_went(browser: Browser, dashboard: str) -> None:
+def test_a_mapped_stage_is_one_node_saying_how_its_items_went(browser: Browser, dashboard: str,
+                                                              cluster_client: Any) -> None:
     result = mapped_demo(n=30)
     assert result.value == sum(10 * day for day in range(30))
     dom = show(browser, dashboard, f"airflowless/runs/{result.run_id}", "run-mapped",
@@ -211,6 +225,7 @@ def test_a_mapped_stage_is_one_node_saying_how_its_items_went(browser: Browser, 
     assert 'data-items="30" data-counts="30 succeeded"' in dom
     assert dom.count('<path class="edge"') == 2  # days -> score_day (its items read days) -> total_scores
     assert dom.count("<td>score_day[") == 30  # the table still lists each item
+    _enter_token(browser, cluster_client)
     browser.evaluate("document.querySelector('button[data-log=\"score_day[7]\"]').click()")
     log = "(document.querySelector('pre.af-log') || {}).textContent || ''"
     eventually(lambda: browser.evaluate(log).strip() == "scoring day 7",  # that item's own output
@@ -522,14 +537,19 @@ def test_deployments_page_draws_the_last_runs_by_stage_and_triggers_from_a_form_
     assert fields == [["n", "number", "3"], ["rate", "number", "0.5"], ["exact", "checkbox", False],
                       ["tags", "text", ""]], fields
 
-    def fill(tags: str) -> str:
-        before = browser.evaluate(f"document.querySelector(\"{form} .af-trigger-said\").textContent")
-        browser.evaluate(f"{{ const f = document.querySelector(\"{form}\"); f.elements.tags.value = {json.dumps(tags)}; "
-                         "f.elements.exact.checked = true; f.requestSubmit() }")
+    def fill(tags: str | None) -> str:
         said = f"document.querySelector(\"{form} .af-trigger-said\").textContent"
-        return str(eventually(lambda: (lambda text: text if text not in (before, "queueing…") else None)(
+        browser.evaluate(f"document.querySelector(\"{form} .af-trigger-said\").textContent = ''")
+        edit = "" if tags is None else f"f.elements.tags.value = {json.dumps(tags)}; f.elements.exact.checked = true; "
+        browser.evaluate(f"{{ const f = document.querySelector(\"{form}\"); {edit}f.requestSubmit() }}")
+        return str(eventually(lambda: (lambda text: text if text not in ("", "queueing…") else None)(
             browser.evaluate(said)), timeout=60))
 
+    before = {r.id for r in store.queued_runs()}
+    untouched = fill(None)  # nothing edited: the deployment's parameters, nothing the form made up
+    (plain,) = {r.id for r in store.queued_runs()} - before
+    assert f"run #{plain}" in untouched and "with the deployment's parameters" in untouched, untouched
+    assert store.get_run(plain).params == {"n": 3}
     before = {r.id for r in store.queued_runs()}
     wrong = fill("[1, 2]")
     assert "tags" in wrong and "str" in wrong, wrong  # the 422 names the parameter and what it expects

@@ -104,7 +104,9 @@ def test_a_deployments_parameters_are_read_from_its_module_with_the_values_a_tri
     deployment_id = deploy(str(module), "typed", params={"n": 3, "tags": ["x"]}, store=store)["id"]
     base = control_server(ControlContext(url, token="t0ken")) + V1
 
-    status, described = call(base + "pipeline-deployments/typed/parameters")
+    status, refused = call(base + "pipeline-deployments/typed/parameters")  # it imports the module: the token
+    assert status == 401 and "reading a pipeline's parameters" in refused["error"], refused
+    status, described = call(base + "pipeline-deployments/typed/parameters", token="t0ken")
     assert status == 200, described
     assert described["parameters"] == [
         {"name": "n", "type": "int", "required": True, "default": None, "deployed": True, "value": 3},
@@ -114,7 +116,7 @@ def test_a_deployments_parameters_are_read_from_its_module_with_the_values_a_tri
          "value": ["x"]},
         {"name": "day", "type": "str", "required": False, "default": "monday", "deployed": False,
          "value": "monday"}]
-    assert call(base + "pipeline-deployments/nope/parameters")[0] == 404
+    assert call(base + "pipeline-deployments/nope/parameters", token="t0ken")[0] == 404
 
     # the grid: each of the last runs with its stages, a mapped stage's items left to the run's page
     run_id = store.enqueue_run("typed", target="t", params={}, trigger="manual", deployment_id=deployment_id)
@@ -130,7 +132,7 @@ def test_a_deployments_parameters_are_read_from_its_module_with_the_values_a_tri
 
     # a module that no longer imports: a 422 saying why, the deployment still there
     module.write_text("import no_such_module_anywhere\n")
-    status, answer = call(base + "pipeline-deployments/typed/parameters")
+    status, answer = call(base + "pipeline-deployments/typed/parameters", token="t0ken")
     assert status == 422 and "cannot read the parameters of deployment 'typed'" in answer["error"], answer
     assert "no_such_module_anywhere" in answer["error"], answer
     store.close()

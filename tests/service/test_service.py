@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from airflowless.service.deploy import deploy, submit, trigger
+from airflowless.service.driver_logs import END_MARK
 from airflowless.store import RunStatus, open_store
 from tests.support.eventually import eventually
 from tests.support.processes import start_service as _service
@@ -131,13 +132,14 @@ def test_the_service_runs_a_schedule_and_a_submission_and_after_a_sigkill_misses
     copy = store.get_run(done[0].id).driver_log_uri
     home = Path(os.environ["AIRFLOWLESS_HOME"])
     assert copy == str(home / "storage" / "runs" / str(done[0].id) / "logs" / "driver.log")
-    assert Path(copy).read_text() == driver_log and oct(Path(copy).stat().st_mode & 0o777) == "0o600"
-    elsewhere = subprocess.run([sys.executable, "-m", "airflowless.cli", "runs", "logs", str(done[0].id)],
-                               capture_output=True, text=True, timeout=120,
+    assert Path(copy).read_bytes() == driver_log.encode() + END_MARK  # whole, and closed by the service
+    assert oct(Path(copy).stat().st_mode & 0o777) == "0o600"
+    elsewhere = subprocess.run([sys.executable, "-m", "airflowless.cli", "runs", "logs", str(done[0].id), "--follow"],
+                               capture_output=True, text=True, timeout=30,  # closed: --follow ends at once
                                env={**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "another-machine")})
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert f"== driver (started by the service; {copy}) ==" in elsewhere.stdout, elsewhere.stdout
-    assert "work: succeeded" in elsewhere.stdout, elsewhere.stdout
+    assert "work: succeeded" in elsewhere.stdout and "the log is whole" not in elsewhere.stdout, elsewhere.stdout
     store.close()
 
 

@@ -54,13 +54,16 @@ window.AF = (function () {
   const KNOWN_MAX = 64;
   const fetches = { requests: 0, notModified: 0 }; // counts, read by the tests
 
-  async function request(method, path, body) {
+  /* remember: false for reads that are not asked again as they are (a log's pages): their answers are
+   * not kept for a 304. */
+  async function request(method, path, body, remember) {
     const init = { method: method, headers: headers(), cache: "no-store" };
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const held = method === "GET" ? known.get(path) : undefined;
+    const keep = method === "GET" && remember !== false;
+    const held = keep ? known.get(path) : undefined;
     if (held) init.headers["If-None-Match"] = held.etag;
     const response = await fetch(api + path, init);
     fetches.requests += 1;
@@ -70,7 +73,7 @@ window.AF = (function () {
     }
     let data = null;
     try { data = await response.json(); } catch (e) { data = null; }
-    if (method === "GET") {
+    if (keep) {
       known.delete(path);
       const etag = response.headers.get("ETag");
       if (response.ok && etag) {

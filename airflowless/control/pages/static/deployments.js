@@ -35,16 +35,33 @@
       d.paused ? actionButton("unpause", path + "unpause", null) : actionButton("pause", path + "pause", null));
   }
 
-  /* One field per parameter: a checkbox for a bool, a number for an int or a float, text for the rest
-   * (JSON for lists, dicts and other types; as it is for str, paths and dates). */
+  const COLLECTION = /^(list|dict|tuple|set)\b/; // edited as JSON
+
+  /* One field per parameter, in the type it edits (an optional one, "int | None", edits an int; empty is
+   * None): a checkbox for a bool, a number for an int or a float, JSON text for a list, dict or tuple, text
+   * for the rest (str, paths, dates, literals). It remembers the text it first showed: only a field
+   * changed from that is sent. */
   function field(p) {
-    const attrs = { name: p.name, "data-type": p.type, "aria-label": p.name };
-    if (p.type === "bool") return el("input", { ...attrs, type: "checkbox", checked: p.value === true });
-    const shown = p.value === null || p.value === undefined ? "" : typeof p.value === "string" ? p.value : JSON.stringify(p.value);
-    if (p.type === "int" || p.type === "float") {
-      return el("input", { ...attrs, type: "number", step: p.type === "int" ? "1" : "any", value: shown });
+    const optional = /\|\s*None$|^Optional\[/.test(p.type);
+    const type = p.type.replace(/\s*\|\s*None$/, "").replace(/^Optional\[(.*)\]$/, "$1");
+    const attrs = { name: p.name, "data-type": type, "data-optional": optional ? "yes" : null, "aria-label": p.name };
+    let input;
+    if (type === "bool") {
+      input = el("input", { ...attrs, type: "checkbox", checked: p.value === true });
+      input.dataset.shown = String(p.value === true);
+      return input;
     }
-    return el("input", { ...attrs, type: "text", value: shown, size: 40 });
+    const shown = p.value === null || p.value === undefined ? ""
+      : typeof p.value === "string" && !COLLECTION.test(type) ? p.value : JSON.stringify(p.value);
+    input = type === "int" || type === "float"
+      ? el("input", { ...attrs, type: "number", step: type === "int" ? "1" : "any", value: shown })
+      : el("input", { ...attrs, type: "text", value: shown, size: 40 });
+    input.dataset.shown = shown;
+    return input;
+  }
+
+  function changed(input) {
+    return input.type === "checkbox" ? String(input.checked) !== input.dataset.shown : input.value !== input.dataset.shown;
   }
 
   /* A field's value as the trigger takes it, in the parameter's JSON type. Text that does not parse is
@@ -52,9 +69,11 @@
   function valueOf(input) {
     const type = input.dataset.type;
     if (type === "bool") return input.checked;
-    if (type === "int" || type === "float") return input.value.trim() === "" || isNaN(Number(input.value)) ? input.value : Number(input.value);
-    if (["str", "Path", "date", "datetime"].includes(type)) return input.value;
-    try { return JSON.parse(input.value); } catch (e) { return input.value; }
+    const text = input.value;
+    if (text.trim() === "" && (input.dataset.optional || type !== "str")) return null;
+    if (type === "int" || type === "float") return isNaN(Number(text)) ? text : Number(text);
+    if (COLLECTION.test(type)) { try { return JSON.parse(text); } catch (e) { return text; } }
+    return text;
   }
 
   /* The Trigger form: the pipeline's parameters (read from its module by the server), each filled with
@@ -77,10 +96,7 @@
     const submit = async (event) => {
       event.preventDefault();
       const params = {};
-      described.parameters.forEach((p, i) => {
-        const value = valueOf(inputs[i]);
-        if (JSON.stringify(value) !== JSON.stringify(p.value)) params[p.name] = value;
-      });
+      described.parameters.forEach((p, i) => { if (changed(inputs[i])) params[p.name] = valueOf(inputs[i]); });
       said.classList.remove("af-error");
       said.textContent = "queueing…";
       try {

@@ -6,11 +6,12 @@
   const { el, svg, getJSON, request, poll, section, table, badge, duration, time, update, setText, actionButton, link } = AF;
   const id = AF.id;
 
-  /* The log shown: node (null: the driver's), attempt (null: the latest), what was read so far. */
+  /* The log shown: node (null: the driver's), the attempt asked for (pinned; null: the latest, followed to
+   * a retry's new attempt), what was read so far. */
   let shown = null;
 
   function openLog(node, attempt) {
-    shown = { node, attempt: attempt || null, attempts: 0, offset: 0, text: "", done: false };
+    shown = { node, pinned: attempt || null, attempt: null, attempts: 0, offset: 0, text: "", done: false };
     drawLog();
     readLog();
   }
@@ -21,18 +22,20 @@
     const path = "runs/" + encodeURIComponent(id) + "/logs" + (reading.node === null ? "" : "/" + encodeURIComponent(reading.node));
     try {
       for (let pages = 0; pages < 40; pages++) { // a long log comes in pages; the rest at the next read
-        const page = await request("GET", path + "?offset=" + reading.offset + (reading.attempt ? "&attempt=" + reading.attempt : ""));
+        const page = await request("GET", path + "?offset=" + reading.offset + (reading.pinned ? "&attempt=" + reading.pinned : ""),
+          undefined, false);
         if (shown !== reading) return; // another log was opened meanwhile
-        reading.attempt = page.attempt;
-        reading.attempts = page.attempts;
-        reading.text += page.text;
-        reading.offset = page.next_offset;
-        reading.done = page.done;
+        if (!reading.pinned && reading.attempt !== null && page.attempt !== reading.attempt) {
+          Object.assign(reading, { attempt: page.attempt, text: "", offset: 0 }); // a retry began: its log from the start
+          continue;
+        }
+        Object.assign(reading, { attempt: page.attempt, attempts: page.attempts, done: page.done,
+          text: reading.text + page.text, offset: page.next_offset });
         if (!page.text) break;
       }
       reading.error = null;
     } catch (error) {
-      reading.error = error.message;
+      reading.error = error.status === 401 ? error.message + " (enter the token at the top right to read logs)" : error.message;
       reading.done = true;
     }
     if (shown !== reading) return;
