@@ -126,40 +126,35 @@ def _driver_log(store: Store, run_id: int, follow: bool) -> None:
     """The output of the driver the service started for run ``run_id`` (until the run ends, with ``follow``):
     the service's own file where it is (its machine), else its copy in the run's storage, a few seconds
     behind, which the service closes with an end mark once it saw the driver end."""
+    import codecs
     import time
 
     from ..dag.logs import read_log
-    from ..service.driver_logs import END_MARK, log_path
+    from ..service.driver_logs import END_MARK, closed_by_time, log_path
     from ..store import RunStatus
 
-    path, offset, uri, said, closed = log_path(run_id), 0, None, False, False
+    path, offset, uri, closed = log_path(run_id), 0, None, False
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode  # a character may straddle two reads
+    seen = b""  # the last bytes read: the end mark may straddle two reads too
     while True:
         run = store.get_run(run_id)
         if uri is None:  # not known yet while the run waits for its driver
             uri = str(path) if path.exists() else run.driver_log_uri
-        if uri is not None and not said:
-            click.echo(f"== driver (started by the service; {uri}) ==")
-            said = True
+            if uri is not None:
+                click.echo(f"== driver (started by the service; {uri}) ==")
         data = read_log(uri, offset) if uri else b""
         offset += len(data)
         copy = uri is not None and uri != str(path)
-        closed = closed or (copy and data.endswith(END_MARK))
-        click.echo(data.removesuffix(END_MARK).decode("utf-8", "replace") if copy else
-                   data.decode("utf-8", "replace"), nl=False)
+        seen = (seen + data)[-len(END_MARK):]
+        closed = closed or (copy and seen == END_MARK)
+        text = decode(data)
+        click.echo(text.removesuffix(END_MARK.decode()) if closed else text, nl=False)
         ended = run.status not in (RunStatus.QUEUED, RunStatus.RUNNING)
         if uri is None and not follow:
             click.echo(f"== driver: no log (the run is {run.status}, and no service copied its driver's output) ==")
-        if not follow or (ended and (not copy or closed or _long_ago(run.finished_at))):
+        if not follow or (ended and (not copy or closed or closed_by_time(run.finished_at))):
             return
         time.sleep(0.5)
-
-
-def _long_ago(moment: Any, seconds: float = 60.0) -> bool:
-    """Whether ``moment`` (an aware time, or None) is more than ``seconds`` past: a copy not closed by then
-    will not be (its service stopped first)."""
-    from datetime import datetime, timezone
-
-    return moment is None or (datetime.now(timezone.utc) - moment).total_seconds() > seconds
 
 
 @runs.command("cancel")

@@ -22,7 +22,7 @@ from typing import Any
 
 from tornado import web
 
-from . import reads, service_api
+from . import reads, service_api, submissions
 from .context import ControlContext
 from .errors import BadRequest, NotFound, TooLarge
 from .handler import MAX_BODY, PREFIX, ApiHandler
@@ -213,6 +213,7 @@ def routes(ctx: ControlContext) -> list[tuple[str, type[web.RequestHandler], dic
         ("deployments/([^/]+)/([^/]+)/scale", ScaleDeployment),
         ("live/(data|serve)", Live),
         *service_api.routes(),
+        *submissions.routes(),
         ("openapi.json", OpenApi),
         ("(?:/.*)?", Unknown),
     ]

@@ -46,16 +46,22 @@ class ApiHandler(web.RequestHandler):
 
     private: str | None = None  # what a read of this route shows that needs the token always ("logs")
 
+    def body_limit(self) -> int:
+        """The most bytes of a body this route keeps (an upload's route takes more than JSON)."""
+        return MAX_BODY
+
     def prepare(self) -> None:
         auth.check(self.ctx, self.request.headers.get("Authorization"), action=self.request.method == "POST",
                    host=self.request.headers.get("Host", ""), private=self.private)
         self.authorized = True
-        declared = self.request.headers.get("Content-Length", "0")
-        if not declared.isdigit() or int(declared) > MAX_BODY:
-            raise TooLarge(f"a request body is at most {MAX_BODY} bytes of JSON, got Content-Length {declared[:20]!r}")
+        declared, limit = self.request.headers.get("Content-Length", "0"), self.body_limit()
+        if not declared.isdigit() or int(declared) > limit:
+            raise TooLarge(f"a request body here is at most {limit} bytes, got Content-Length {declared[:20]!r}")
+        if limit > MAX_BODY:
+            self.request.connection.set_max_body_size(limit)  # type: ignore[union-attr]
 
     def data_received(self, chunk: bytes) -> None:
-        if len(self.body) + len(chunk) > MAX_BODY:
+        if len(self.body) + len(chunk) > self.body_limit():
             self.body_too_large = True  # refused once the request is in; nothing more is kept
             return
         self.body += chunk

@@ -111,6 +111,20 @@ def _service_action(summary: str, body: dict[str, Any] | None) -> dict[str, Any]
     return item
 
 
+def _code_action(summary: str, body: dict[str, Any] | None, *parameters: dict[str, Any],
+                 media: str = "application/json") -> dict[str, Any]:
+    """An action that takes code to run (an upload, a submission, a deployment): 413 past the bound, 422 for a
+    module that does not load or parameters it does not take."""
+    item = _action(summary, *parameters, body=body)
+    if body is None:
+        item["post"]["requestBody"] = {"required": True, "content": {media: {"schema": {"type": "string",
+                                                                                        "format": "binary"}}}}
+    for status, why in (("413", "over the upload bound"), ("422", "the module does not load, or takes other "
+                                                                   "parameters")):
+        item["post"]["responses"][status] = {"description": why, "content": {"application/json": {"schema": _ERROR}}}
+    return item
+
+
 def document(prefix: str = "") -> dict[str, Any]:
     """The OpenAPI 3.0 document (a new dict each call); ``prefix``: the path the API is mounted under.
 
@@ -160,8 +174,32 @@ def document(prefix: str = "") -> dict[str, Any]:
             _text("deployment", "the deployment's name"),
             body={"type": "object", "required": ["replicas"],
                   "properties": {"replicas": {"type": "integer", "minimum": 0}}}),
-        "/pipeline-deployments": _read("The service's pipeline deployments: schedule, next due time, paused, "
-                                       "broken (with why), their last runs"),
+        "/pipeline-deployments": {
+            **_read("The service's pipeline deployments: schedule, next due time, paused, broken (with why), their "
+                    "last runs"),
+            **_code_action("Deploy a pipeline: name, target (an upload's or a module on the service's machine), and "
+                           "deploy's options; the deployment as stored",
+                           {"type": "object", "required": ["name", "target"],
+                            "properties": {"name": {"type": "string"}, "target": {"type": "string"},
+                                           "params": {"type": "object", "additionalProperties": True},
+                                           "cron": {"type": "string"}, "timezone": {"type": "string"},
+                                           "every": {"type": "number"}, "catchup": {"type": "boolean"},
+                                           "max_active_runs": {"type": "integer", "minimum": 1},
+                                           "priority": {"type": "integer"}, "pool": {"type": "string"},
+                                           "paused": {"type": "boolean"}, "replace": {"type": "boolean"}},
+                            "additionalProperties": True})},
+        "/pipeline-uploads": _code_action(
+            "Keep a .tar.gz of a pipeline's folder (the body, at most AIRFLOWLESS_SUBMIT_MAX_MB) signed in the "
+            "storage; its target, for pipeline-submissions and pipeline-deployments",
+            None, {"name": "module", "in": "query", "required": True,
+                   "description": "the pipeline module's path inside the archive, e.g. pipelines/taxi.py",
+                   "schema": {"type": "string"}}, media="application/octet-stream"),
+        "/pipeline-submissions": _code_action(
+            "Queue one run of a target for the service (parameters checked: a 422 names a bad one)",
+            {"type": "object", "required": ["target"],
+             "properties": {"target": {"type": "string"},
+                            "params": {"type": "object", "additionalProperties": True},
+                            "priority": {"type": "integer"}, "pool": {"type": "string"}}}),
         "/pipeline-deployments/{name}": _read("One pipeline deployment", _text("name", "the deployment's name"),
                                               found=True),
         "/pipeline-deployments/{name}/parameters": _read(

@@ -64,7 +64,7 @@ def run_log(store: Any, run_id: int, node: str | None, *, attempt: int | None = 
     rest from ``next_offset``; ``done``: nothing more will come once a page is empty (the attempt has ended:
     an earlier one, or the latest of a stage that ended; a driver's copy that the service closed)."""
     from ..dag.logs import attempt_logs, read_log
-    from ..service.driver_logs import END_MARK
+    from ..service.driver_logs import END_MARK, closed_by_time
 
     try:
         record = store.get_run(run_id)
@@ -92,10 +92,10 @@ def run_log(store: Any, run_id: int, node: str | None, *, attempt: int | None = 
     raw = read_log(uris[chosen - 1][1], offset - back)
     data = raw[back:back + LOG_PAGE_BYTES]
     whole = len(data) == len(raw) - back  # this page reaches the log's end as it is now
-    if node is None:
-        settled = whole and raw.endswith(END_MARK)
-    if not (whole and settled):  # a character cut by the page's (or the file's) end comes whole next time
-        data = data[:len(data) - _incomplete_tail(data)]
+    if node is None:  # closed by the service, or never to be (its run ended long ago)
+        settled = whole and (raw.endswith(END_MARK) or closed_by_time(record.finished_at))
+    if not ((whole and settled) or chosen < attempts):  # a character cut by the page's (or the file's) end
+        data = data[:len(data) - _incomplete_tail(data)]  # comes whole next time
     text = data.decode("utf-8", "replace")
     return {"run_id": run_id, "stage": node, "attempt": chosen, "attempts": attempts, "offset": offset,
             "next_offset": offset + len(data), "text": text, "done": settled or chosen < attempts}

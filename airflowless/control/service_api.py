@@ -11,6 +11,7 @@ route (under ``/airflowless/api/v1``)             verb  what
 ================================================  ====  =================================================
 ``pipeline-deployments``                          GET   every deployment: schedule, next due, paused,
                                                         broken, its last runs
+``pipeline-deployments``                          POST  deploy a pipeline (:mod:`.submissions`)
 ``pipeline-deployments/{name}``                   GET   one deployment
 ``pipeline-deployments/{name}/parameters``        GET   the pipeline's typed parameters, each with the
                                                         value a trigger runs with (the Trigger form)
@@ -105,10 +106,10 @@ def _act(store: Any, name: str, verb: str, body: dict[str, Any]) -> dict[str, An
             params = body.get("params") or {}
             if not isinstance(params, dict):
                 raise BadRequest('"params" is a JSON object of parameter values, e.g. {"params": {"n_rows": 1000}}')
-            if params:
+            if params:  # text for a typed parameter (the page's form) is parsed as --param would parse it
                 from ..service.check import check_params
 
-                check_params(found["target"], {**found["params"], **params})
+                params = check_params(found["target"], {**found["params"], **params}, texts=True)
             return {"deployment": name, "action": verb, "run_id": service.trigger(name, params=params, store=store,
                                                                                    checked=True)}
         if verb in ("pause", "unpause"):
@@ -136,6 +137,11 @@ def _moment(body: dict[str, Any], key: str) -> datetime:
 class PipelineDeployments(ApiHandler):
     async def get(self) -> None:
         await self.read(deployments)
+
+    async def post(self) -> None:
+        from .submissions import create_deployment, json_body
+
+        await self.read(create_deployment, json_body(self))
 
 
 class PipelineDeployment(ApiHandler):

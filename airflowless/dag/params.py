@@ -19,7 +19,8 @@ from typing import Any
 
 from ..errors import ParameterError
 
-__all__ = ["Param", "params_of", "describe", "parse_value", "parse_assignments", "bind_params", "mismatch"]
+__all__ = ["Param", "params_of", "describe", "parse_value", "parse_assignments", "parse_texts", "bind_params",
+           "mismatch"]
 
 _MISSING = inspect.Parameter.empty
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
@@ -223,6 +224,33 @@ def parse_assignments(pairs: list[str], declared: dict[str, Param]) -> dict[str,
             annotation = type(param.default)
         values[name] = parse_value(name, text, annotation)
     return values
+
+
+def parse_texts(declared: dict[str, Param], given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with each text value of a parameter that takes something else parsed as ``--param`` parses
+    it (a form's "3" for an int, "1" for ``Literal[1, 2]``), where the result is JSON (a date stays text:
+    the record keeps JSON); other values as they are.
+
+    >>> parse_texts({"n": Param("n", int, 3), "tag": Param("tag", str, "")}, {"n": "4", "tag": "4"})
+    {'n': 4, 'tag': '4'}
+    """
+    parsed = dict(given)
+    for name, value in given.items():
+        param = declared.get(name)
+        if param is None or not isinstance(value, str):
+            continue
+        annotation = param.annotation
+        if annotation is _MISSING and not param.required and param.default is not None:
+            annotation = type(param.default)
+        if mismatch(value, annotation) is None:
+            continue
+        try:
+            value = _parse(value, annotation)
+            json.dumps(value, allow_nan=False)
+        except (ValueError, TypeError, json.JSONDecodeError):
+            continue  # left as it was: the check that follows names the parameter and what it expects
+        parsed[name] = value
+    return parsed
 
 
 def bind_params(pipeline: str, declared: dict[str, Param], given: dict[str, Any]) -> dict[str, Any]:

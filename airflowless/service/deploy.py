@@ -21,7 +21,7 @@ from .conditions import parse_conditions
 from .files import FileSpec, Match, check_reachable, typed
 from .notify import parse_deadline, parse_notify
 from .schedules import INTERVAL_PARAMS, UPSTREAM_PARAM, Schedule, parse_after
-from .upload import local_target, uploaded
+from .upload import is_submission, local_target, uploaded
 
 if TYPE_CHECKING:
     from ..dag.pipeline import Pipeline
@@ -278,6 +278,9 @@ def _resolve(target: str | Pipeline) -> tuple[str, Pipeline]:
             raise ConfigError(f"pipeline {target.name!r} has no source file the service could load; "
                               "deploy it by its module's path")
         return f"{file}:{target.name}", target
+    if is_submission(target):  # uploaded (the REST API's pipeline-uploads): it stays the upload
+        _, pipe = resolve_target(local_target(target))
+        return target, pipe
     return resolve_target(target)
 
 

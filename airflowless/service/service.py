@@ -178,12 +178,12 @@ class Service:
 
     def close(self) -> None:
         """Say this service stopped; its drivers run on, and a later service finds their runs in the record."""
+        self._copier.close()  # first: a successor that adopts a driver appends to a copy this one finished
         if self.id is not None:
             with contextlib.suppress(Exception):
                 self.store.service_heartbeat(self.id, stopped=True)
         for child in self.children.values():
             child.log.close()
-        self._copier.close()
         if self._spare is not None and self._spare.stdin is not None:
             self._spare.stdin.close()  # its end of input: it ends
             self._spare = None

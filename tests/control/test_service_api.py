@@ -53,6 +53,10 @@ def test_the_service_routes_read_and_steer_deployments_and_check_parameters(tmp_
     assert status == 200, answer
     triggered = store.get_run(answer["run_id"])
     assert triggered.status == RunStatus.QUEUED and triggered.trigger == "manual" and triggered.params == {"n_rows": 7}
+    status, answer = call(base + "pipeline-deployments/hourly/trigger", method="POST", token="t0ken",
+                          body={"params": {"n_rows": "8"}})  # text, as a form sends it: parsed as --param does
+    assert status == 200 and store.get_run(answer["run_id"]).params == {"n_rows": 8}, answer
+    store.cancel_queued_run(answer["run_id"], "not needed")
 
     status, answer = call(base + "pipeline-deployments/hourly/pause", method="POST", token="t0ken")
     assert status == 200 and store.get_pipeline_deployment("hourly")["paused"]

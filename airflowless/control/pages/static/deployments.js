@@ -56,7 +56,7 @@
     input = type === "int" || type === "float"
       ? el("input", { ...attrs, type: "number", step: type === "int" ? "1" : "any", value: shown })
       : el("input", { ...attrs, type: "text", value: shown, size: 40 });
-    input.dataset.shown = shown;
+    input.dataset.shown = input.value; // as the browser shows it (a number field shows "nan" as empty)
     return input;
   }
 
