@@ -27,12 +27,11 @@ route (under ``/airflowless/api/v1``)             verb  what
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import datetime
 from typing import Any
 
-from .errors import BadRequest, Busy, NotFound, TooLarge, Unprocessable
+from .errors import BadRequest, Busy, NotFound, Unprocessable
 from .handler import ApiHandler
 
 __all__ = ["routes", "deployments", "deployment", "parameters", "queue"]
@@ -158,15 +157,9 @@ class PipelineDeploymentParameters(ApiHandler):
 
 class PipelineDeploymentAction(ApiHandler):
     async def post(self, name: str, verb: str) -> None:
-        if self.body_too_large:
-            raise TooLarge("the request body is too large")
-        try:
-            body = json.loads(self.body or b"{}")
-        except (ValueError, UnicodeDecodeError):
-            body = None
-        if not isinstance(body, dict):
-            raise BadRequest(f"the body is a JSON object (or empty), got {self.body[:100]!r}")
-        await self.read(_act, name, verb, body)
+        from .submissions import json_body
+
+        await self.read(_act, name, verb, json_body(self))
 
 
 def registered_models(store: Any) -> dict[str, Any]:

@@ -144,7 +144,7 @@ def json_body(handler: ApiHandler) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError):
         body = None
     if not isinstance(body, dict):
-        raise BadRequest(f"the body is a JSON object, got {handler.body[:100]!r}")
+        raise BadRequest(f"the body is a JSON object (or empty), got {handler.body[:100]!r}")
     return body
 
 
