@@ -65,6 +65,7 @@ __all__ = ["ServeRuntime"]
 _TICK_S = 0.25
 _METRICS_S = 0.5
 _AVOID_S = 60.0  # a worker whose replica failed its health check gets no new replica for this long
+_PLACED_CHECK_S = 1.0  # how often a starting replica's worker is looked for among the scheduler's
 FOLLOW_S = 2.0  # how often deployments bound to a model alias (models:/NAME@ALIAS) look where it points
 
 
@@ -238,7 +239,7 @@ class ServeRuntime:
             future = self.client.submit(Replica, spec, actor=True, key=dask_key, workers=[worker],
                                         allow_other_workers=False, pure=False)
             live.future = future
-            actor = await asyncio.wait_for(future, get_settings().serve_start_timeout_s)
+            actor = await self._placed(future, worker, replica_id)
             live.actor = actor
             info: ReplicaInfo = await asyncio.wait_for(actor.start(), 60)
             live.control = await WireClient.connect(info.host, info.port, info.token,
@@ -253,6 +254,26 @@ class ServeRuntime:
             live.starting = None
         live.health_due = time.monotonic() + deployment.config.health_check_period_s
         self.feed(ReplicaStarted(replica_id, info))
+
+    async def _placed(self, future: Any, worker: str, replica_id: str) -> Any:
+        """The actor of a replica's task bound to ``worker``, once it ran. :class:`ServeError` once ``worker``
+        has left the cluster meanwhile (the scheduler may list a worker just killed when the replica is placed,
+        and a task bound to a worker that is gone waits for ever; its nanny's new worker has another address),
+        and :class:`TimeoutError` past ``serve_start_timeout_s``."""
+        waiting = asyncio.ensure_future(future)
+        deadline = time.monotonic() + get_settings().serve_start_timeout_s
+        try:
+            while True:
+                done, _ = await asyncio.wait({waiting}, timeout=_PLACED_CHECK_S)
+                if done:
+                    return waiting.result()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"replica {replica_id} did not start on {worker} within "
+                                       f"{get_settings().serve_start_timeout_s:g} s (AIRFLOWLESS_SERVE_START_TIMEOUT_S)")
+                if worker not in (await scheduler_identity(self.client)).get("workers", {}):
+                    raise ServeError(f"worker {worker} left the cluster while replica {replica_id} started on it")
+        finally:
+            waiting.cancel()
 
     async def _place(self, key: Key, config: DeploymentConfig) -> str:
         identity = await scheduler_identity(self.client)
