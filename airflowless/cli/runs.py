@@ -130,7 +130,7 @@ def _driver_log(store: Store, run_id: int, follow: bool) -> None:
     import time
 
     from ..dag.logs import read_log
-    from ..service.driver_logs import END_MARK, closed_by_time, log_path
+    from ..service.driver_logs import END_MARK, log_path, whole
     from ..store import RunStatus
 
     path, offset, uri, closed = log_path(run_id), 0, None, False
@@ -152,7 +152,7 @@ def _driver_log(store: Store, run_id: int, follow: bool) -> None:
         ended = run.status not in (RunStatus.QUEUED, RunStatus.RUNNING)
         if uri is None and not follow:
             click.echo(f"== driver: no log (the run is {run.status}, and no service copied its driver's output) ==")
-        if not follow or (ended and (not copy or closed or closed_by_time(run.finished_at))):
+        if not follow or (ended and (not copy or closed or whole(b"", run.finished_at))):
             return
         time.sleep(0.5)
 

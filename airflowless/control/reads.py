@@ -64,7 +64,7 @@ def run_log(store: Any, run_id: int, node: str | None, *, attempt: int | None = 
     rest from ``next_offset``; ``done``: nothing more will come once a page is empty (the attempt has ended:
     an earlier one, or the latest of a stage that ended; a driver's copy that the service closed)."""
     from ..dag.logs import attempt_logs, read_log
-    from ..service.driver_logs import END_MARK, closed_by_time
+    from ..service.driver_logs import END_MARK, whole
 
     try:
         record = store.get_run(run_id)
@@ -91,10 +91,10 @@ def run_log(store: Any, run_id: int, node: str | None, *, attempt: int | None = 
     back = min(offset, len(END_MARK)) if node is None else 0  # the end mark may lie before the offset
     raw = read_log(uris[chosen - 1][1], offset - back)
     data = raw[back:back + LOG_PAGE_BYTES]
-    whole = len(data) == len(raw) - back  # this page reaches the log's end as it is now
+    to_end = len(data) == len(raw) - back  # this page reaches the log's end as it is now
     if node is None:  # closed by the service, or never to be (its run ended long ago)
-        settled = whole and (raw.endswith(END_MARK) or closed_by_time(record.finished_at))
-    if not ((whole and settled) or chosen < attempts):  # a character cut by the page's (or the file's) end
+        settled = to_end and whole(raw, record.finished_at)
+    if not ((to_end and settled) or chosen < attempts):  # a character cut by the page's (or the file's) end
         data = data[:len(data) - _incomplete_tail(data)]  # comes whole next time
     text = data.decode("utf-8", "replace")
     return {"run_id": run_id, "stage": node, "attempt": chosen, "attempts": attempts, "offset": offset,

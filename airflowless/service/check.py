@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ParameterError
 
-__all__ = ["check_params", "deploy_in_child", "describe_params", "main", "resolve_upload"]
+__all__ = ["check_params", "checked_run", "deploy_in_child", "describe_params", "main", "resolve_upload"]
 
 TIMEOUT_S = 60.0
 
@@ -78,33 +78,36 @@ def deploy_in_child(db_url: str, target: str, name: str, options: dict[str, Any]
 
 
 def main() -> int:
-    from ..dag.params import describe, parse_texts
-    from .deploy import checked_params, resolve_target
-    from .upload import local_target
-
     request = json.loads(sys.stdin.read())
     try:
         target = request["target"]
         if request.get("resolve") or request.get("deploy"):
             target = _named(target)
-        if request.get("deploy"):
+        if request.get("deploy"):  # deploy() loads and checks the module itself
             answer: dict[str, Any] = {"deployment": _deploy(target, request["deploy"])}
-            print(json.dumps(answer))
-            return 0
-        _, pipe = resolve_target(local_target(target))
-        if request.get("resolve"):
-            answer = {"pipeline": pipe.name}
-        elif request.get("describe"):
-            answer = {"parameters": describe(pipe.params)}
         else:
-            given = parse_texts(pipe.params, request["params"]) if request.get("texts") else request["params"]
-            answer = {"params": checked_params(pipe, given, scheduled=bool(request.get("scheduled"))),
-                      "pipeline": pipe.name}
+            answer = _about(target, request)
     except Exception as exc:
         print(json.dumps({"error": str(exc)}))
         return 2
     print(json.dumps(answer))
     return 0
+
+
+def _about(target: str, request: dict[str, Any]) -> dict[str, Any]:
+    """What ``request`` asks of the pipeline at ``target``: its name, its parameters, or its parameters checked."""
+    from ..dag.params import describe, parse_texts
+    from .deploy import checked_params, resolve_target
+    from .upload import local_target
+
+    _, pipe = resolve_target(local_target(target))
+    if request.get("resolve"):
+        return {"pipeline": pipe.name}
+    if request.get("describe"):
+        return {"parameters": describe(pipe.params)}
+    given = parse_texts(pipe.params, request["params"]) if request.get("texts") else request["params"]
+    answer = {"params": checked_params(pipe, given, scheduled=bool(request.get("scheduled"))), "pipeline": pipe.name}
+    return answer
 
 
 def _named(target: str) -> str:

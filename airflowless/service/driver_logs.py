@@ -31,7 +31,7 @@ from ..dag.logs import LIMIT_BYTES
 from ..names import join_under
 from ..settings import get_settings
 
-__all__ = ["END_MARK", "SYNC_S", "Copier", "DriverLog", "closed_by_time", "log_dir", "log_path", "storage_uri"]
+__all__ = ["END_MARK", "SYNC_S", "Copier", "DriverLog", "whole", "log_dir", "log_path", "storage_uri"]
 
 SYNC_S = 5.0
 END_MARK = b"[the service saw this driver end: the log is whole]\n"
@@ -137,12 +137,14 @@ class DriverLog:
         self.cut = self.cut or size > self.limit
 
 
-def closed_by_time(finished_at: Any, seconds: float = 60.0) -> bool:
-    """Whether a copy of a run's driver log that is not closed yet never will be: its run ended (at
-    ``finished_at``, an aware time) more than ``seconds`` ago (its service stopped before it copied the end)."""
+def whole(end: bytes, finished_at: Any, seconds: float = 60.0) -> bool:
+    """Whether a copy of a run's driver log whose last bytes are ``end`` holds all it ever will: the service
+    closed it (:data:`END_MARK`), or its run ended (at ``finished_at``, an aware time) more than ``seconds``
+    ago (its service stopped before it copied the end)."""
     from datetime import datetime, timezone
 
-    return finished_at is not None and (datetime.now(timezone.utc) - finished_at).total_seconds() > seconds
+    return end.endswith(END_MARK) or (finished_at is not None
+                                      and (datetime.now(timezone.utc) - finished_at).total_seconds() > seconds)
 
 
 class Copier:
