@@ -1,6 +1,6 @@
 """The one door to the private or undocumented parts of the other libraries airflowless uses.
 
-The same rule as :mod:`._dask_internals` for uvicorn, XGBoost, LightGBM,
+The same rule as :mod:`._dask_internals` for uvicorn, Bokeh, XGBoost, LightGBM,
 Optuna and HyperOpt: what has no public spelling lives here, one small named
 function each, saying what it touches and why; callers import these names,
 never a ``_``-attribute of those libraries; ``tests/test_library_internals.py``
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["fastapi_route_with_endpoint", "hyperopt_trial_doc", "let_starlette_state_pickle", "lightgbm_log_here",
-           "optuna_storage_id", "uvicorn_bound_port", "xgboost_log_here"]
+__all__ = ["bokeh_close_after_keep_alive", "fastapi_route_with_endpoint", "hyperopt_trial_doc",
+           "let_starlette_state_pickle", "lightgbm_log_here", "optuna_storage_id", "uvicorn_bound_port",
+           "xgboost_log_here"]
 
 
 def uvicorn_bound_port(server: Any) -> int:
@@ -26,6 +27,38 @@ def uvicorn_bound_port(server: Any) -> int:
     ask the bound address, and the asyncio servers it started know it.
     """
     return int(server.servers[0].sockets[0].getsockname()[1])
+
+
+def bokeh_close_after_keep_alive() -> None:
+    """A dashboard tab whose connection drops no longer logs an ``AssertionError`` traceback.
+
+    Bokeh's server pings every websocket on a timer (distributed sets it to
+    every 500 ms); a ping that finds the socket already closed calls
+    ``BokehTornado.client_lost``, which detaches the connection's session. When
+    that ping runs before Tornado's ``on_close`` (a tab closed or killed with a
+    TCP reset while the dashboard was writing an update), ``WSHandler.on_close``
+    then reads ``connection.session``, whose ``assert self._session is not
+    None`` fails, and Tornado logs "Uncaught exception GET /status/ws" with the
+    traceback into the process running the scheduler: with an embedded
+    cluster, the user's console. Nothing is wrong: the session was already let
+    go. This wraps ``WSHandler.on_close`` (undocumented): a connection whose
+    session is detached (``ServerConnection._session`` is None) was already
+    handed back, so the original only logs the close. Idempotent.
+    """
+    from bokeh.server.views.ws import WSHandler
+
+    original = WSHandler.on_close
+    if getattr(original, "airflowless_guard", False):
+        return
+
+    def on_close(self: Any) -> None:
+        connection = getattr(self, "connection", None)
+        if connection is not None and connection._session is None:  # the keep-alive ping handed it back first
+            self.connection = None  # so the original only logs the close
+        original(self)
+
+    on_close.airflowless_guard = True  # type: ignore[attr-defined]
+    WSHandler.on_close = on_close  # type: ignore[method-assign]
 
 
 def let_starlette_state_pickle() -> None:

@@ -33,10 +33,12 @@ def dask_setup(scheduler: Any) -> None:
     """
     from ._cloudpickle_internals import keep_code_filenames
     from ._dask_internals import quiet_cancelled_waits
+    from ._library_internals import bokeh_close_after_keep_alive
     from .control import mount
 
     keep_code_filenames()
     quiet_cancelled_waits()
+    bokeh_close_after_keep_alive()
 
     ctx = mount.install(scheduler)
     if ctx is None:

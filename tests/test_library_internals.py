@@ -146,3 +146,69 @@ def test_fastapi_route_with_endpoint() -> None:
     answer = asyncio.run(get())
     assert answer.status_code == 202 and answer.json() == {"from": "replacement", "item_id": 3, "q": "x"}
     assert app.openapi()["paths"]["/items/{item_id}"]["get"]["tags"] == ["items"]
+
+
+def test_bokeh_close_after_keep_alive(caplog: pytest.LogCaptureFixture) -> None:
+    """A session the keep-alive ping let go before Tornado's on_close: no ``AssertionError`` logged."""
+    import base64
+    import logging
+    import os
+    import re
+    import urllib.request
+
+    from bokeh.application import Application
+    from bokeh.application.handlers.function import FunctionHandler
+    from bokeh.server.server import Server
+    from tornado.ioloop import IOLoop
+
+    internals.bokeh_close_after_keep_alive()
+    started, held = threading.Event(), {}
+
+    def serve() -> None:
+        loop = IOLoop()
+        server = Server({"/status": Application(FunctionHandler(lambda doc: None))}, io_loop=loop, port=0,
+                        address="127.0.0.1", allow_websocket_origin=["*"])
+        server.start()
+        held.update(loop=loop, server=server)
+        started.set()
+        loop.start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    assert started.wait(10)
+    loop, server = held["loop"], held["server"]
+    port = server.port
+    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10).read().decode()
+    token = re.search(r'"token":\s*"([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall((f"GET /status/ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\n"
+                  f"Sec-WebSocket-Version: 13\r\nOrigin: http://127.0.0.1:{port}\r\n"
+                  f"Sec-WebSocket-Protocol: bokeh, {token}\r\n\r\n").encode())
+    received = b""
+    while b"ACK" not in received:  # the session is open
+        received += sock.recv(65536)
+    tornado_app = server._tornado
+    lost = threading.Event()
+
+    def ping_found_it_closed() -> None:  # what BokehTornado._keep_alive does on WebSocketClosedError
+        for connection in list(tornado_app._clients):
+            tornado_app.client_lost(connection)
+        lost.set()
+
+    def closed() -> bool:
+        return any("WebSocket connection closed" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level(logging.INFO):
+        loop.add_callback(ping_found_it_closed)
+        assert lost.wait(10)
+        sock.close()  # then Tornado's on_close runs
+        for _ in range(200):
+            if closed():
+                break
+            threading.Event().wait(0.05)
+        threading.Event().wait(0.2)  # what on_close logs after its first line
+    loop.add_callback(lambda: (server.stop(), loop.stop()))
+    assert closed()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
+    assert not tornado_app._clients

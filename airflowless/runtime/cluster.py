@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._cloudpickle_internals import keep_code_filenames
 from .._dask_internals import quiet_cancelled_waits
+from .._library_internals import bokeh_close_after_keep_alive
 from ..errors import ClusterError, ConfigError
 from ..private import secure_roots
 from ..settings import get_settings
@@ -98,6 +99,7 @@ def init(
     global _runtime
     keep_code_filenames()  # tracebacks from workers name the user's files, whatever cloudpickle does
     quiet_cancelled_waits()  # the embedded scheduler: a Ctrl-C's cancelled waits are not errors
+    bokeh_close_after_keep_alive()  # its dashboard: a tab closed mid-update is no traceback in the console
     secure_roots()  # the record, outputs and checkpoints are this user's alone (airflowless.private)
     if cluster is not None and not hasattr(cluster, "scheduler_address"):
         raise ConfigError(f"init(cluster=...) expects a distributed Cluster object (LocalCluster, "
