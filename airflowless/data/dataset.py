@@ -157,8 +157,11 @@ class Dataset(batches.BatchIterable):
         Without ``seed``, one is drawn now, when the plan is built: this
         Dataset gives the same order every time it runs (so the parts of a
         split of it never overlap); call ``random_shuffle()`` again for a new order.
+        As a trainer's dataset, one without ``seed`` is shuffled afresh each
+        epoch, as Ray Train does (:mod:`airflowless.train.epochs`).
         """
-        return Dataset(lo.RandomShuffle(self._plan, _new_seed() if seed is None else seed, num_blocks))
+        return Dataset(lo.RandomShuffle(self._plan, _new_seed() if seed is None else seed, num_blocks,
+                                        drawn=seed is None))
 
     def random_sample(self, fraction: float, *, seed: int | None = None) -> Dataset:
         """Each row kept with probability ``fraction`` (about ``fraction * count()`` rows).

@@ -25,10 +25,17 @@ def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, 
     balanced (e.g. fewer blocks than ranks), the rows are cut into ``n``
     near-equal slices instead, so that every row is used and no rank is empty.
     """
+    from .epochs import EpochShuffled
+
     n = len(workers)
     shards: list[dict[str, Any]] = [{} for _ in range(n)]
     for name, plan in datasets.items():
         total = sum(plan.rows)
+        if isinstance(plan, EpochShuffled):  # equal slices of each epoch's shuffle, made by the ranks
+            for rank in range(n):
+                shard = plan.shard(0, 1) if name in whole else plan.shard(rank, n)
+                shards[rank][name] = (shard, shard.rows)
+            continue
         if name in whole:  # DataConfig(datasets_to_split=[...]) leaves it out: each rank reads all of it
             for rank in range(n):
                 shards[rank][name] = (list(plan.blocks), total)

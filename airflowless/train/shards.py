@@ -7,7 +7,7 @@ fetched from the workers holding them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -15,6 +15,7 @@ import pyarrow as pa
 from .._dask_internals import inform_scheduler_of_futures
 from ..data import batches
 from ..data.block import concat
+from .epochs import EpochShuffle
 
 __all__ = ["DataShard"]
 
@@ -24,8 +25,9 @@ class DataShard(batches.BatchIterable):
     """Rows of one dataset for one rank (``iter_batches``, ``iter_torch_batches``, ``to_pandas``)."""
 
     name: str
-    blocks: list[Any]  # futures of pyarrow Tables
+    blocks: list[Any] | EpochShuffle  # futures of pyarrow Tables, or a shuffle made again each epoch
     rows: int
+    _epoch: int = field(default=0, init=False)  # iterations so far (each one an epoch)
 
     def count(self) -> int:
         return self.rows
@@ -33,6 +35,10 @@ class DataShard(batches.BatchIterable):
     def _tables(self, prefetch: int = 4) -> Iterator[pa.Table]:
         from distributed import Future, get_client, get_worker
 
+        if isinstance(self.blocks, EpochShuffle):
+            epoch, self._epoch = self._epoch, self._epoch + 1
+            yield from self.blocks.tables(epoch, get_client())
+            return
         try:
             local = get_worker().data
         except ValueError:

@@ -77,6 +77,7 @@ class BaseTrainer:
     _backend: Backend = Backend()
     _saves_itself = False  # saves checkpoints on its own schedule (CheckpointConfig.checkpoint_frequency applies)
     _restored_step = 0  # the step of the checkpoint a restored fit resumes from (Trainer.restore)
+    _shuffles_per_epoch = False  # a random_shuffle() dataset without a seed is shuffled again each epoch (.epochs)
     last_fit_seconds: FitSeconds | dict[str, float] = {}
     """Where the last fit's time went (its :class:`FitRun`'s seconds), for benchmarks and tests."""
 
@@ -265,7 +266,19 @@ class BaseTrainer:
                 # a private copy: trials of a Tuner share the trainer they were made from
                 preprocessor = copy.deepcopy(preprocessor).fit(datasets["train"])
             datasets = {n: preprocessor.transform(ds) for n, ds in datasets.items()}
-        return preprocessor, {n: ds.materialize().plan for n, ds in datasets.items()}
+        return preprocessor, {n: self._materialized(ds) for n, ds in datasets.items()}
+
+    def _materialized(self, ds: Any) -> Any:
+        """``ds`` run on the cluster; for a dataset shuffled per epoch, the shuffle's input (:mod:`.epochs`)."""
+        from ..data.consume import materialized
+        from ..data.logical.operators import RandomShuffle
+        from .epochs import EpochShuffled
+
+        plan = ds.plan
+        if self._shuffles_per_epoch and isinstance(plan, RandomShuffle) and plan.drawn and plan.seed is not None:
+            source = materialized(plan.input)
+            return EpochShuffled(source.blocks, source.rows, plan.seed, plan.num_blocks)
+        return ds.materialize().plan
 
     def _shards(self, client: Any, datasets: dict[str, Any], workers: list[str], run: FitRun) -> list[dict[str, Any]]:
         from .prepared import prepared_cache
@@ -434,6 +447,8 @@ def _holders(client: Any, datasets: dict[str, Any]) -> list[str]:
 
 class DataParallelTrainer(BaseTrainer):
     """``train_loop_per_worker(config)`` on ``num_workers`` ranks, connected by ``backend``."""
+
+    _shuffles_per_epoch = True  # loops iterate their shards once per epoch (tree learners read theirs once)
 
     def __init__(self, train_loop_per_worker: Callable[..., Any], *, train_loop_config: dict[str, Any] | None = None,
                  backend: Backend | None = None, dataset_config: DataConfig | None = None, **kwargs: Any) -> None:

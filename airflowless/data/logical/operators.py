@@ -187,6 +187,7 @@ class RandomShuffle(LogicalOp):
     input: LogicalOp
     seed: int | None = None
     num_blocks: int | None = None
+    drawn: bool = False  # the seed was drawn, not given: a training fit shuffles again each epoch (train.epochs)
 
 
 @dataclass(frozen=True, eq=False)
