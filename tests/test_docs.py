@@ -101,6 +101,7 @@ def test_every_block_runs_or_says_why_not(file: str, tmp_path: Path) -> None:
     _run_all([file], tmp_path, ROOT)
 
 
+@pytest.mark.timeout(900)  # the guide's and the README's blocks in one test (about a minute)
 def test_the_readme_and_the_guide_run_from_the_folder_that_holds_the_clone(tmp_path: Path) -> None:
     """``~/src/airflowless`` run from ``~/src``: the clone's folder, with its ``data/``, is no package of workers'."""
     src, importable = tmp_path / "src", tmp_path / "importable"

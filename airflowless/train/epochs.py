@@ -13,10 +13,18 @@ the shuffle of each epoch when the rank starts iterating it:
   once and the ranks share the result: rows move between ranks each epoch,
   and in each epoch every row goes to exactly one rank;
 - rank ``r`` of ``n`` takes rows ``[total * r // n, total * (r + 1) // n)`` of
-  the shuffled order, so every rank has the same number of rows every epoch.
+  the shuffled order: the same count every epoch; where the backend needs
+  exactly equal shares (Torch's lock-step collectives), ``total // n`` rows
+  each, the last ``total % n`` rows of each epoch's order going unused, as
+  when the blocks are cut evenly without a shuffle.
 
-A shuffle with a seed the user gave keeps one order for the whole fit (today's
-behaviour, and what a seeded Ray dataset gives too).
+Each rank counts its own epochs (its iterations of the shard), so the ranks
+must iterate their shards the same number of times, as Ray's split of a
+dataset among ranks also asks: a rank that iterates once more (a check of its
+own on its rows) reads the next epoch's share, which overlaps the others'.
+A restarted fit (``FailureConfig``, ``Trainer.restore``) starts again at
+epoch 0's order. A shuffle with a seed the user gave keeps one order for the
+whole fit (today's behaviour, and what a seeded Ray dataset gives too).
 """
 
 from __future__ import annotations
@@ -40,8 +48,9 @@ class EpochShuffled:
     seed: int
     num_blocks: int | None
 
-    def shard(self, rank: int, world: int) -> EpochShuffle:
-        return EpochShuffle(self.blocks, sum(self.rows), self.seed, self.num_blocks or len(self.blocks), rank, world)
+    def shard(self, rank: int, world: int, *, equal: bool = False) -> EpochShuffle:
+        return EpochShuffle(self.blocks, sum(self.rows), self.seed, self.num_blocks or len(self.blocks), rank, world,
+                            equal)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -61,13 +70,23 @@ class EpochShuffle:
     parts: int  # output blocks of each epoch's shuffle
     rank: int
     world: int
+    equal: bool = False  # exactly total // world rows for every rank
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.inputs)  # the blocks it is made from (a fit's layout token hashes their keys)
 
     @property
+    def bounds(self) -> tuple[int, int]:
+        """Which rows of each epoch's order are this rank's: ``[start, stop)``."""
+        if self.equal:
+            share = self.total // self.world
+            return share * self.rank, share * (self.rank + 1)
+        return self.total * self.rank // self.world, self.total * (self.rank + 1) // self.world
+
+    @property
     def rows(self) -> int:
-        return self.total * (self.rank + 1) // self.world - self.total * self.rank // self.world
+        start, stop = self.bounds
+        return stop - start
 
     def tables(self, epoch: int, client: Any) -> Iterator[pa.Table]:
         """This rank's rows of ``epoch``, as the shuffled blocks that hold them (sliced at the ends)."""
@@ -78,14 +97,19 @@ class EpochShuffle:
         except ValueError:  # not in a worker (a test calling it from the driver)
             local = {}
         outputs, counts = self._submit(epoch, client)
-        start, stop = self.total * self.rank // self.world, self.total * (self.rank + 1) // self.world
-        offset = 0
+        start, stop = self.bounds
+        mine, offset = [], 0  # (future, first row, rows) of the parts that hold this rank's rows
         for future, count in zip(outputs, counts, strict=True):
             lo, hi = max(start, offset), min(stop, offset + count)
             if lo < hi:
-                table: pa.Table = local[future.key] if future.key in local else future.result()
-                yield table.slice(lo - offset, hi - lo)
+                mine.append((future, lo - offset, hi - lo))
             offset += count
+        del outputs  # the other parts are the other ranks' to hold
+        while mine:
+            future, first, rows = mine.pop(0)  # held no longer than it is read
+            table: pa.Table = local[future.key] if future.key in local else future.result()
+            del future
+            yield table.slice(first, rows)
 
     def _submit(self, epoch: int, client: Any) -> tuple[list[Any], list[int]]:
         """The epoch's output blocks (futures) and their row counts, under keys every rank shares."""

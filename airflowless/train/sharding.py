@@ -33,7 +33,7 @@ def assign_shards(client: Any, datasets: dict[str, Any], workers: list[str], *, 
         total = sum(plan.rows)
         if isinstance(plan, EpochShuffled):  # equal slices of each epoch's shuffle, made by the ranks
             for rank in range(n):
-                shard = plan.shard(0, 1) if name in whole else plan.shard(rank, n)
+                shard = plan.shard(0, 1) if name in whole else plan.shard(rank, n, equal=equal)
                 shards[rank][name] = (shard, shard.rows)
             continue
         if name in whole:  # DataConfig(datasets_to_split=[...]) leaves it out: each rank reads all of it

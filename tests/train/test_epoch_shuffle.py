@@ -10,7 +10,7 @@ from typing import Any
 from airflowless import data
 from airflowless.train import DataParallelTrainer, ScalingConfig
 
-ROWS, EPOCHS = 400, 3
+ROWS, EPOCHS = 401, 3  # not a multiple of the ranks
 
 
 def _loop(config: dict[str, Any]) -> None:
@@ -41,7 +41,7 @@ def test_a_random_shuffle_without_a_seed_is_a_new_global_order_each_epoch(cluste
     epochs = _fit(ds, tmp_path)
     for epoch, ids in enumerate(epochs):
         assert sorted(ids) == list(range(ROWS)), f"epoch {epoch}: every row exactly once over the ranks"
-        assert len(json.loads((tmp_path / f"{epoch}-0.json").read_text())) == ROWS // 2  # equal shares
+        assert len(json.loads((tmp_path / f"{epoch}-0.json").read_text())) == ROWS // 2  # the same share each epoch
     assert epochs[0] == [row["id"] for row in ds.take_all()]  # the first epoch is the dataset's own order
     assert epochs[1] != epochs[0] and epochs[2] not in (epochs[0], epochs[1])
     first_rank = [set(json.loads((tmp_path / f"{epoch}-0.json").read_text())) for epoch in range(EPOCHS)]
@@ -53,3 +53,21 @@ def test_a_seeded_random_shuffle_keeps_its_order_for_every_epoch(cluster_client:
     epochs = _fit(data.range(ROWS, parallelism=4).random_shuffle(seed=7), tmp_path)
     assert sorted(epochs[0]) == list(range(ROWS))
     assert epochs[1] == epochs[0] and epochs[2] == epochs[0]
+
+
+def test_ranks_that_need_equal_shares_get_exactly_as_many_rows_each_epoch(cluster_client: Any) -> None:
+    from airflowless.data.consume import materialized
+    from airflowless.train.epochs import EpochShuffled
+    from airflowless.train.sharding import assign_shards
+
+    source = materialized(data.range(ROWS, parallelism=4).plan)
+    plan = EpochShuffled(source.blocks, source.rows, seed=5, num_blocks=None)
+    workers = ["a", "b"]  # where the ranks run does not matter to a shuffle made per epoch
+    equal = [shards["train"][0] for shards in assign_shards(cluster_client, {"train": plan}, workers, equal=True)]
+    assert [shard.rows for shard in equal] == [ROWS // 2, ROWS // 2]  # Torch's lock-step collectives
+    for epoch in (0, 1):
+        rows = [[int(i) for t in shard.tables(epoch, cluster_client) for i in t.column("id").to_pylist()]
+                for shard in equal]
+        assert [len(r) for r in rows] == [ROWS // 2, ROWS // 2] and not set(rows[0]) & set(rows[1])
+    loose = [shards["train"][0] for shards in assign_shards(cluster_client, {"train": plan}, workers, equal=False)]
+    assert sorted(shard.rows for shard in loose) == [ROWS // 2, ROWS // 2 + 1]
