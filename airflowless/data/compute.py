@@ -1,17 +1,21 @@
-"""Ray's ``compute=`` strategies for ``map_batches``, and what they mean on Dask: a bound on concurrent tasks.
+"""Ray's ``compute=`` strategies for ``map_batches``, and what they mean on Dask.
 
 A class given to ``map_batches`` is built once per worker process and kept
-(airflowless's "actor"), so an actor pool is the set of worker processes that
-run the operator's tasks; ``ActorPoolStrategy(size=n)`` and ``concurrency=n``
-let at most ``n`` of its tasks run at once. Ray's autoscaling ranges,
-``ActorPoolStrategy(min_size=, max_size=)`` and ``concurrency=(min, max)``,
-bound it by ``max``: Dask starts tasks as workers free up, so there is no pool
-to grow or shrink.
+(airflowless's "actor"). With an actor pool (``ActorPoolStrategy(size=n)``,
+``ActorPoolStrategy(min_size=, max_size=)``, or ``concurrency=n`` /
+``concurrency=(min, max)`` for a class), the operator's tasks run on a pool of
+workers (:mod:`.execution.pools`): ``min`` of them at first, one more each time
+every member is busy while blocks wait, up to ``max`` (``None``: every worker);
+so at most ``max`` instances exist, each running one task at a time, and they
+are let go when the operator's last block is done, as Ray's actors are. For a
+function, ``concurrency`` bounds how many of its tasks run at once.
 
 >>> concurrency_bound((1, 4), None)
 4
 >>> concurrency_bound(None, ActorPoolStrategy(size=2))
 2
+>>> actor_pool((1, 4), None, is_class=True), actor_pool(3, None, is_class=False)
+((1, 4), None)
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["ActorPoolStrategy", "TaskPoolStrategy", "concurrency_bound"]
+__all__ = ["ActorPoolStrategy", "TaskPoolStrategy", "actor_pool", "concurrency_bound"]
 
 
 def _count(value: Any, what: str) -> int:
@@ -32,7 +36,7 @@ def _count(value: Any, what: str) -> int:
 
 @dataclass(frozen=True)
 class ActorPoolStrategy:
-    """Ray's actor pool: ``size=n``, or ``min_size=``/``max_size=`` (bounded by ``max_size``)."""
+    """Ray's actor pool: ``size=n`` workers' instances, or ``min_size=`` growing to ``max_size=`` while work waits."""
 
     size: int | None = None
     min_size: int | None = None
@@ -84,3 +88,22 @@ def concurrency_bound(concurrency: Any, compute: Any) -> int | None:
         return None
     raise ConfigError(f"compute= takes ActorPoolStrategy(...), TaskPoolStrategy(...), 'tasks' or 'actors', "
                       f"got {compute!r}")
+
+
+def actor_pool(concurrency: Any, compute: Any, *, is_class: bool) -> tuple[int, int | None] | None:
+    """``(min, max)`` workers of the pool a class's tasks run on (``max`` None: as many as there are), or None:
+    a function, or a class given no pool (its instances are kept on whichever workers run its tasks)."""
+    concurrency_bound(concurrency, compute)  # the same checks and errors
+    if not is_class:
+        return None
+    if isinstance(compute, ActorPoolStrategy):
+        if compute.size is not None:
+            return compute.size, compute.size
+        return compute.min_size or 1, compute.max_size
+    if isinstance(concurrency, tuple | list):
+        return int(concurrency[0]), int(concurrency[1])
+    if concurrency is not None:
+        return int(concurrency), int(concurrency)
+    if compute == "actors":
+        return 1, None
+    return None

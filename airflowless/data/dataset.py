@@ -24,7 +24,7 @@ from ..errors import ConfigError, UsageError
 from . import batches, splits
 from .aggregate import AggregateFn, Count, Max, Mean, Min, Std, Sum
 from .block import check_format, concat, to_batch
-from .compute import concurrency_bound
+from .compute import actor_pool, concurrency_bound
 from .consume import execution_of, iter_blocks, map_reduce, materialized
 from .expressions import to_arrow
 from .grouped import GroupedData
@@ -76,9 +76,10 @@ class Dataset(batches.BatchIterable):
 
         A class is constructed once per worker process and kept for later
         blocks (model loading, warm caches); ``concurrency`` bounds how many of
-        this operator's tasks run at once (Ray's ``(min, max)`` and
-        ``compute=ActorPoolStrategy(...)`` are bounded by their max, see
-        :mod:`.compute`). ``batch_size=None`` gives each call a whole block.
+        this operator's tasks run at once. For a class, ``concurrency`` (``n``
+        or Ray's ``(min, max)``) and ``compute=ActorPoolStrategy(...)`` make an
+        actor pool: the instances live on ``min`` workers, and on one more while
+        all are busy and blocks wait, up to ``max`` (see :mod:`.compute`). ``batch_size=None`` gives each call a whole block.
         Numpy batches are writable copies where Arrow's would be read-only
         views (Ray's ``zero_copy_batch=False``, the default); with
         ``zero_copy_batch=True`` they are views, and writing one is an error
@@ -95,7 +96,7 @@ class Dataset(batches.BatchIterable):
                             "batch_format, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs, "
                             "concurrency, compute, zero_copy_batch, num_gpus (Ray's num_cpus and memory are "
                             "accepted and ignored)")
-        concurrency = concurrency_bound(concurrency, ray_options.get("compute"))
+        given, concurrency = concurrency, concurrency_bound(concurrency, ray_options.get("compute"))
         gpus = ray_options.get("num_gpus") or 0
         if isinstance(gpus, bool) or not isinstance(gpus, int | float) or gpus < 0:
             raise ConfigError(f"map_batches(num_gpus=...) must be a number >= 0, got {gpus!r}")
@@ -105,8 +106,10 @@ class Dataset(batches.BatchIterable):
         transform = MapBatchesFn(fn, batch_size, check_format(batch_format), tuple(fn_args), dict(fn_kwargs or {}),
                                  tuple(fn_constructor_args), dict(fn_constructor_kwargs or {}),
                                  instance_key=uuid.uuid4().hex, zero_copy_batch=zero_copy)
-        if gpus:
-            return Dataset(lo.MapBlocks(self._plan, transform, concurrency, (("GPU", float(gpus)),)))
+        pool = actor_pool(given, ray_options.get("compute"), is_class=transform.is_class)
+        resources = (("GPU", float(gpus)),) if gpus else ()
+        if gpus or pool is not None:
+            return Dataset(lo.MapBlocks(self._plan, transform, concurrency, resources, pool))
         return self._then(transform, concurrency)
 
     def map(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Dataset:

@@ -66,6 +66,12 @@ def _call_user(where: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
 _INSTANCES: dict[str, Any] = {}  # per-process cache of stateful (class) batch functions
 
 
+def drop_instances(keys: list[str]) -> None:
+    """Let this process's instances of the class batch functions ``keys`` go (an actor pool's end)."""
+    for key in keys:
+        _INSTANCES.pop(key, None)
+
+
 @dataclass(frozen=True, eq=False)
 class MapBatchesFn(BlockTransform):
     """``fn(batch)`` per batch; a class is constructed once per worker process and kept."""

@@ -11,6 +11,7 @@ them in order, and notices when nothing has progressed for
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 from collections import deque
@@ -22,6 +23,8 @@ from ..._dask_internals import task_states
 from ...errors import AirflowlessError
 from ..context import DataContext
 from ..physical import tasks
+from ..transforms import drop_instances
+from .pools import WorkerPool
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -77,6 +80,7 @@ class Execution:
         from ...control.live import Throttle
 
         self._inflight: dict[int, set[Future]] = {}
+        self._pools: dict[int, WorkerPool] = {}
         self.execution_id = uuid.uuid4().hex[:12]
         self._live = Throttle()  # the live feed the control plane's data page shows, at most once a second
         info = self.client.scheduler_info(n_workers=-1).get("workers", {})
@@ -89,14 +93,16 @@ class Execution:
     def op_stats(self, op: PhysicalOp) -> OpStats:
         return self.stats.setdefault(op.name, OpStats(op.name))
 
-    def submit(self, op: PhysicalOp, fn: Any, *args: Any, resources: dict[str, float] | None = None) -> Future:
+    def submit(self, op: PhysicalOp, fn: Any, *args: Any, resources: dict[str, float] | None = None,
+               workers: list[str] | None = None) -> Future:
         if resources and not any(all(r.get(k, 0) >= v for k, v in resources.items()) for r in self._offered):
             raise ResourceError(
                 f"operator {op.name!r} asks each task for {resources} (map_batches' num_gpus), but no worker "
                 f"of the cluster offers that (workers offer {self._offered or 'nothing: there are no workers'}); "
                 "start workers with those resources (a GPU machine's embedded cluster has them) or drop num_gpus")
         key = f"{op.name}-{uuid.uuid4().hex}"
-        future = self.client.submit(fn, *args, key=key, pure=False, resources=resources or None)
+        future = self.client.submit(fn, *args, key=key, pure=False, resources=resources or None,
+                                    workers=workers, allow_other_workers=workers is not None)
         stats = self.op_stats(op)
         stats.tasks += 1
         stats.first_submit = stats.first_submit or time.monotonic()
@@ -113,6 +119,35 @@ class Execution:
 
         future.add_done_callback(done)
         return future
+
+    def running(self, op: PhysicalOp) -> int:
+        """How many of ``op``'s tasks are submitted and not done."""
+        return len(self._inflight.get(id(op), ()))
+
+    def pool(self, op: PhysicalOp, low: int, high: int | None) -> WorkerPool:
+        """The actor pool ``op``'s tasks run on in this execution (:mod:`.pools`)."""
+        pool = self._pools.get(id(op))
+        if pool is None:
+            pool = self._pools[id(op)] = WorkerPool(low, high, getattr(op, "resources", None))
+        return pool
+
+    def let_go_of_instances(self, op: PhysicalOp, transforms: tuple[Any, ...], pool: WorkerPool) -> None:
+        """Once ``op``'s last task is done, its pool's members drop the class instances of ``transforms``."""
+        keys = [t.instance_key for t in transforms if getattr(t, "is_class", False)]
+        members = list(pool.members)
+        if not keys or not members:
+            return
+        pending = list(self._inflight.get(id(op), ()))
+        client = self.client
+
+        def when_done() -> None:
+            from distributed import wait
+
+            with contextlib.suppress(Exception):  # a cluster closing meanwhile holds no instances any more
+                wait(pending)
+                client.run(drop_instances, keys, workers=members)
+
+        threading.Thread(target=when_done, name="airflowless-pool-release", daemon=True).start()
 
     def throttle(self, op: PhysicalOp, limit: int | None) -> None:
         """Wait until ``op`` has fewer than ``limit`` tasks running."""

@@ -74,6 +74,7 @@ class MapBlocks(LogicalOp):
     transform: BlockTransform
     concurrency: int | None = None
     resources: tuple[tuple[str, float], ...] = ()  # what each task declares (map_batches' num_gpus)
+    pool: tuple[int, int | None] | None = None  # an actor pool's (min, max) workers (data.compute.actor_pool)
 
     @property
     def label(self) -> str:
@@ -88,6 +89,7 @@ class Fused(LogicalOp):
     transforms: tuple[BlockTransform, ...]
     concurrency: int | None = None
     resources: tuple[tuple[str, float], ...] = ()
+    pool: tuple[int, int | None] | None = None
 
     @property
     def label(self) -> str:

@@ -25,14 +25,14 @@ def _read(op: lo.Read, inputs: list[PhysicalOp]) -> PhysicalOp:
 def _fused(op: lo.Fused, inputs: list[PhysicalOp]) -> PhysicalOp:
     (child,) = inputs
     name = "+".join(t.name for t in op.transforms)
-    if isinstance(child, ReadOp) and not child.transforms and not op.resources:
+    if isinstance(child, ReadOp) and not child.transforms and not op.resources and op.pool is None:
         return ReadOp(child.source, child.read_tasks, child.columns, child.filter, child.limit,
                       op.transforms, op.concurrency, f"{child.name}+{name}")
-    return MapOp(child, op.transforms, op.concurrency, name, dict(op.resources))
+    return MapOp(child, op.transforms, op.concurrency, name, dict(op.resources), op.pool)
 
 
 def _map(op: lo.MapBlocks, inputs: list[PhysicalOp]) -> PhysicalOp:
-    return _fused(lo.Fused(op.input, (op.transform,), op.concurrency, op.resources), inputs)
+    return _fused(lo.Fused(op.input, (op.transform,), op.concurrency, op.resources, op.pool), inputs)
 
 
 def _barrier(exchange: Callable[..., list[Any]], **params_of: Callable[[Any], Any]) -> Callable[..., PhysicalOp]:

@@ -78,6 +78,7 @@ class MapOp(PhysicalOp):
     concurrency: int | None = None
     name: str = "Map"
     resources: dict[str, float] | None = None  # each task's, from map_batches(num_gpus=...)
+    pool: tuple[int, int | None] | None = None  # an actor pool's (min, max) workers (..execution.pools)
 
     @property
     def children(self) -> tuple[PhysicalOp, ...]:
@@ -85,12 +86,21 @@ class MapOp(PhysicalOp):
 
     def stream(self, ex: Execution) -> Generator[Future, None, None]:
         source = self.input.stream(ex)
+        pool = None if self.pool is None else ex.pool(self, *self.pool)
         try:
             for block in source:
-                ex.throttle(self, self.concurrency)
-                yield ex.submit(self, tasks.map_block, block, self.transforms, resources=self.resources)
+                workers = None
+                if pool is not None:  # one task per member; a member more while all are busy
+                    workers = pool.place(ex.client, ex.running(self)) or None
+                    ex.throttle(self, None if workers is None else len(workers))
+                else:
+                    ex.throttle(self, self.concurrency)
+                yield ex.submit(self, tasks.map_block, block, self.transforms, resources=self.resources,
+                                workers=workers)
         finally:
             source.close()
+            if pool is not None:
+                ex.let_go_of_instances(self, self.transforms, pool)
 
     def planned_blocks(self) -> int | None:
         return self.input.planned_blocks()
