@@ -120,6 +120,8 @@ class ServeRuntime:
         # every version of a deployment's spec that replicas may still be started with (a roll, its rollback)
         self._versions: dict[Key, dict[int, tuple[Deployment, tuple[Any, ...], dict[str, Any]]]] = {}
         self._routers: dict[Key, Router] = {}
+        self._published: dict[Key, tuple[tuple[str, ...], str]] = {}  # the replicas last published, and why none
+        self._models: dict[str, tuple[str, ...]] = {}  # replica id -> the multiplexed models it last reported
         self._replicas: dict[str, _LiveReplica] = {}  # replica id -> what this driver holds for it
         self._avoid: dict[str, float] = {}  # worker -> until when: it may be cut off (the scheduler lags)
         self._tasks: set[asyncio.Future[Any]] = set()
@@ -297,6 +299,14 @@ class ServeRuntime:
                              f"{used}; lower the deployment's resources or add workers")
         return min(fits, key=lambda w: (count[w], w))
 
+    def _models_reported(self, key: Key, replica_id: str, models: tuple[str, ...]) -> None:
+        """A replica's probe said which models it holds: publish them to the routers when that changed."""
+        if self._models.get(replica_id, ()) == models:
+            return
+        self._models[replica_id] = models
+        if key in self._published and replica_id in self._published[key][0]:
+            self._publish(key, *self._published[key])
+
     def _worker_of(self, replica_id: str) -> str:
         live = self._replicas.get(replica_id)
         return live.worker if live is not None else ""
@@ -325,17 +335,21 @@ class ServeRuntime:
                 await self.client.cancel([live.future], force=True)
             live.future.release()
         self._replicas.pop(replica_id, None)
+        self._models.pop(replica_id, None)
         self.feed(ReplicaStopped(replica_id))
 
     def _publish(self, key: Key, replica_ids: tuple[str, ...], unavailable: str = "") -> None:
+        self._published[key] = (replica_ids, unavailable)
         router = self._routers.get(key)
         deployment = self._specs.get(key, (None,))[0]
         infos = [self.core.info(r) for r in replica_ids]
+        models = {r: self._models[r] for r in replica_ids if self._models.get(r)}
         if router is not None:
-            router.update(infos, unavailable=unavailable)
+            router.update(infos, unavailable=unavailable, models=models)
         if deployment is not None:
             table = ReplicaTable(tuple(infos), max_ongoing=deployment.config.max_ongoing_requests,
-                                 max_queued=deployment.config.max_queued_requests, unavailable=unavailable)
+                                 max_queued=deployment.config.max_queued_requests, unavailable=unavailable,
+                                 models=models)
             self._spawn(self.client.set_metadata(metadata_key(*key), table.to_metadata()))
 
     # -- health and metrics ---------------------------------------------------------------------
@@ -396,7 +410,7 @@ class ServeRuntime:
         control = live.control
         replica = self.core.replicas.get(replica_id)
         deployment = self._specs.get(replica.key, (None,))[0] if replica is not None else None
-        if deployment is None:
+        if replica is None or deployment is None:
             return
         live.probing = True
         health = time.monotonic() >= live.health_due
@@ -406,6 +420,7 @@ class ServeRuntime:
             if health:
                 live.health_due = time.monotonic() + deployment.config.health_check_period_s
             self.feed(ReplicaMetrics(replica_id, int(reply["ongoing"])))
+            self._models_reported(replica.key, replica_id, tuple(reply.get("models", ())))
         except Exception as exc:
             if live.control is not None:
                 live.control = None
@@ -549,6 +564,7 @@ class ServeRuntime:
             await asyncio.sleep(0.05)
         for key in app.keys:
             self._routers.pop(key, None)
+            self._published.pop(key, None)
             self._specs.pop(key, None)
             self._versions.pop(key, None)
             with contextlib.suppress(Exception):

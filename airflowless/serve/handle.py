@@ -59,7 +59,7 @@ class _WorkerRouters:
             f"{app}/{deployment}", max_ongoing=table.max_ongoing, max_queued=table.max_queued,
             ssl_context=client_context(worker.security, "worker"))
         router.update(list(table.replicas), max_ongoing=table.max_ongoing, max_queued=table.max_queued,
-                      unavailable=table.unavailable)
+                      unavailable=table.unavailable, models=table.models)
         self.routers[(app, deployment)] = (router, now)
         return router
 

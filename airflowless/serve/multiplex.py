@@ -20,10 +20,15 @@ last reference goes), so at most that many are held, loads in flight
 counted. Calls for a model still loading wait for that one load.
 
 Routing: a router sends a model's requests to the replica it last sent that
-model to, while that replica has room under ``max_ongoing_requests``;
-otherwise to the least busy replica, which becomes the model's home. So a
-model is loaded on one replica while one suffices, and on more under load.
-Each router (the HTTP proxy, a handle's process) learns homes on its own.
+model to, while that replica has room under ``max_ongoing_requests``; else to
+the least busy replica that has the model loaded, as its replicas report it
+(each health or metrics probe of the controller, about once a second, carries
+the ids a replica holds, and the controller publishes them with the replica
+table every router reads); otherwise to the least busy replica, which becomes
+the model's home. So a model is loaded on one replica while one suffices, on
+more under load, and a router that never sent a model anywhere (a handle in
+another process, a second proxy) still finds where it is loaded. A class's
+models are reported; a multiplexed plain function's are not.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from typing import Any
 
 from ..errors import ConfigError, UsageError
 
-__all__ = ["multiplexed", "get_multiplexed_model_id", "MODEL_ID_HEADER", "model_id_scope", "ModelHomes"]
+__all__ = ["multiplexed", "get_multiplexed_model_id", "MODEL_ID_HEADER", "model_id_scope", "ModelHomes",
+           "loaded_models"]
 
 MODEL_ID_HEADER = "serve_multiplexed_model_id"
 """The HTTP header naming the model a request is for."""
@@ -83,6 +89,12 @@ def multiplexed(fn: Any = None, *, max_num_models_per_replica: int = 3) -> Any:
         return get_model
 
     return wrap(fn) if fn is not None else wrap
+
+
+def loaded_models(user: Any) -> list[str]:
+    """The ids of the models a replica's instance ``user`` holds, in all its multiplexed loaders."""
+    held = getattr(user, "__dict__", {})
+    return sorted({model_id for value in held.values() if isinstance(value, _Models) for model_id in value.loaded})
 
 
 class _Models:

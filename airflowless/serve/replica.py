@@ -64,7 +64,7 @@ from .context import set_host_worker
 from .errors import BadRequestError, ReplicaStuckError
 from .heap import freeze_heap
 from .ingress import ASGI_METHOD, ReplicaApp, ingress_app
-from .multiplex import model_id_scope
+from .multiplex import loaded_models, model_id_scope
 from .replica_table import ReplicaInfo, ReplicaTable, metadata_key
 from .streaming import as_stream
 from .wire import Busy, Connection, Rejected, WireServer
@@ -207,7 +207,7 @@ class Replica:
                     await self._run(check, (), {})
             elif method == "__drain__":
                 self.draining = True
-            return {"ongoing": self.ongoing}
+            return {"ongoing": self.ongoing, "models": [] if self.is_function else loaded_models(self.user)}
         finally:
             del self._controller_calls[call]
             self._lease_until = time.monotonic() + self.spec.lease_s

@@ -76,6 +76,7 @@ class Router:
         self.on_failure = on_failure
         self._slots: dict[str, _Slot] = {}
         self._homes = ModelHomes()
+        self._loaded: dict[str, frozenset[str]] = {}  # replica id -> the models it reported holding
         self.unavailable = ""
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.served = 0  # requests answered, and the latest latencies (s): the control plane's serve feed
@@ -83,13 +84,17 @@ class Router:
 
     # -- replica set ---------------------------------------------------------------
     def update(self, replicas: list[ReplicaInfo], *, max_ongoing: int | None = None,
-               max_queued: int | None = None, unavailable: str = "") -> None:
+               max_queued: int | None = None, unavailable: str = "",
+               models: dict[str, tuple[str, ...]] | None = None) -> None:
         """Route to exactly these replicas from now on; requests already running finish.
 
         ``unavailable``: why there are none for now (the deployment waits for
-        capacity); requests then fail at once with that reason.
+        capacity); requests then fail at once with that reason. ``models``: the
+        multiplexed model ids each replica holds, by replica id (:mod:`.multiplex`).
         """
         self.unavailable = unavailable
+        if models is not None:
+            self._loaded = {replica: frozenset(ids) for replica, ids in models.items()}
         self.max_ongoing = max_ongoing or self.max_ongoing
         self.max_queued = self.max_queued if max_queued is None else max_queued
         wanted = {r.replica_id: r for r in replicas}
@@ -164,13 +169,15 @@ class Router:
                 self.on_failure(slot.info.replica_id)
 
     def _choose(self, avoid: list[str] | None = None, model_id: str = "") -> _Slot | None:
-        if model_id:  # the model's home while it has room
-            home = self._slots.get(self._homes.get(model_id) or "")
-            if home is not None and not home.dead and home.ongoing < self.max_ongoing \
-                    and not (avoid and home.info.replica_id in avoid):
-                return home
         free = [s for s in self._slots.values() if not s.dead and s.ongoing < self.max_ongoing
                 and not (avoid and s.info.replica_id in avoid)]
+        if model_id:  # the model's home while it has room, else a replica that reported it loaded
+            home = self._slots.get(self._homes.get(model_id) or "")
+            if home is not None and any(home is s for s in free):
+                return home
+            holders = [s for s in free if model_id in self._loaded.get(s.info.replica_id, ())]
+            if holders:
+                return min(holders, key=lambda s: (s.ongoing, random.random()))
         if len(free) > 2:
             free = random.sample(free, 2)
         return min(free, key=lambda s: (s.ongoing, random.random())) if free else None

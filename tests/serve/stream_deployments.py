@@ -145,6 +145,31 @@ class Models:
         return {"loads": list(self.loads), "unloaded": list(self.unloaded), "replica": id(self)}
 
 
+@serve.deployment(num_replicas=2)
+class ManyModels:
+    """Room for every model: a model is loaded again only where a router did not know it was loaded."""
+
+    def __init__(self) -> None:
+        self.loads: list[str] = []
+
+    @serve.multiplexed(max_num_models_per_replica=16)
+    async def get_model(self, model_id: str) -> str:
+        self.loads.append(model_id)
+        return model_id
+
+    async def __call__(self, body: Any) -> int:
+        await self.get_model(serve.get_multiplexed_model_id())
+        return id(self)
+
+    def history(self) -> dict[str, Any]:
+        return {"replica": id(self), "loads": list(self.loads)}
+
+
+def call_each_model_from_here(handle: serve.DeploymentHandle, model_ids: list[str]) -> dict[str, int]:
+    """Run as a Dask task: a worker's own router, which never sent these models anywhere, calls each once."""
+    return {m: handle.options(multiplexed_model_id=m).remote(None).result(timeout=30) for m in model_ids}
+
+
 @serve.deployment(num_replicas=2, max_ongoing_requests=2)
 class BusyModels:
     """Slow calls and room for two at a time: a model's calls spill to the other replica when its home is full."""

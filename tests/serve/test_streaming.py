@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,14 @@ from airflowless.serve.errors import ServeError
 from airflowless.serve.wire import STREAM_WINDOW
 from tests.support.eventually import eventually
 
-from .stream_deployments import BusyModels, Items, Models, Tokens
+from .stream_deployments import (
+    BusyModels,
+    Items,
+    ManyModels,
+    Models,
+    Tokens,
+    call_each_model_from_here,
+)
 
 
 @pytest.fixture(scope="module")
@@ -221,6 +229,37 @@ def test_a_multiplexed_model_is_loaded_once_on_its_home_replica(serve_url: str, 
     loads = [models.history.remote().result(timeout=30) for _ in range(8)]
     by_replica = {h["replica"]: h["loads"] for h in loads}
     assert sum(load.count("a") for load in by_replica.values()) == 1  # six calls, one load (they shared it)
+
+
+def test_a_router_that_never_sent_a_model_finds_the_replica_that_holds_it(serve_url: str,
+                                                                          cluster_client: Any) -> None:
+    handle = serve.run(ManyModels.bind(), name="many-models", route_prefix=None)
+    try:
+        ids = [f"m{i}" for i in range(6)]
+        homes = {m: handle.options(multiplexed_model_id=m).remote(None).result(timeout=30) for m in ids}
+        deadline = time.monotonic() + 15  # the replicas' next probes report what they hold (about twice a second)
+        while time.monotonic() < deadline and not _published_models("many-models", "ManyModels", len(ids)):
+            time.sleep(0.2)
+        seen = cluster_client.submit(call_each_model_from_here, handle, ids, pure=False).result(timeout=90)
+        assert seen == homes  # each model's calls from the worker went where the driver had loaded it
+        histories: dict[int, list[str]] = {}
+        for _ in range(60):  # until both replicas answered
+            answer = handle.history.remote().result(timeout=30)
+            histories[answer["replica"]] = answer["loads"]
+            if len(histories) == 2:
+                break
+        assert sorted(m for loads in histories.values() for m in loads) == ids  # loaded once each, in all
+    finally:
+        serve.delete("many-models")
+
+
+def _published_models(app: str, deployment: str, count: int) -> bool:
+    from distributed import get_client
+
+    from airflowless.serve.replica_table import metadata_key
+
+    table = get_client().get_metadata(metadata_key(app, deployment), None) or {}
+    return sum(len(ids) for ids in table.get("models", {}).values()) >= count
 
 
 def test_a_replica_keeps_its_most_recently_used_models() -> None:
