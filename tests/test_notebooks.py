@@ -1,8 +1,9 @@
 """Every notebook in ``notebooks/`` runs from top to bottom without an error.
 
 Each notebook runs in a fresh IPython kernel started from the interpreter that
-runs the tests (the project's virtualenv), with the repository root as its
-working directory. The kernel is found without consulting any kernel spec
+runs the tests (the project's virtualenv), with ``notebooks/`` as its working
+directory, as ``jupyter lab notebooks/`` (the getting-started guide's command)
+runs them. The kernel is found without consulting any kernel spec
 installed on the machine: a ``python3`` spec in ``~/.local/share/jupyter`` or
 ``/usr/local/share/jupyter`` could point at another Python, and a fresh
 virtualenv may have none at all.
@@ -43,7 +44,7 @@ def _execute(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         km=_kernel_manager(),
         kernel_name="python3",
         timeout=CELL_TIMEOUT_S,
-        resources={"metadata": {"path": str(ROOT)}},
+        resources={"metadata": {"path": str(ROOT / "notebooks")}},  # where `jupyter lab notebooks/` runs them
     )
     return client.execute()
 
@@ -66,7 +67,7 @@ def test_kernel_runs_this_interpreter() -> None:
     )
     executable, prefix, cwd = _stdout(_execute(probe).cells[0]).splitlines()
     assert (executable, prefix) == (sys.executable, sys.prefix)
-    assert os.path.samefile(cwd, ROOT)
+    assert os.path.samefile(cwd, ROOT / "notebooks")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
