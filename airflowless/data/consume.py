@@ -127,8 +127,8 @@ class Terminal(BlockTransform):
 def map_reduce(plan: LogicalOp, fn: Callable[[pa.Table], Any], name: str) -> list[Any]:
     """``fn`` of every block, computed where the block is made; the small results in order."""
     terminal = Terminal(fn, name)
-    top = Fused(plan.input, (*plan.transforms, terminal), plan.concurrency, plan.resources) if isinstance(plan, Fused) else (
-        MapBlocks(plan, terminal))
+    top = Fused(plan.input, (*plan.transforms, terminal), plan.concurrency, plan.resources) if (
+        isinstance(plan, Fused) and plan.pool is None) else MapBlocks(plan, terminal)
     with _execution(plan) as ex:
         physical = lower(optimize(top))
         results = []

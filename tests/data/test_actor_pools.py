@@ -51,18 +51,30 @@ def test_an_autoscaling_pool_grows_to_its_max_while_blocks_wait(cluster_client: 
     assert len(pids) == 2 and built == 2  # a second instance, on the other worker, once the first was busy
 
 
-def test_the_pool_lets_its_instances_go_when_the_operator_is_done(cluster_client: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("read", ["take_all", "take"])
+def test_the_pool_lets_its_instances_go_when_the_operator_is_done(cluster_client: Any, tmp_path: Path,
+                                                                  read: str) -> None:
     from airflowless.data import transforms
 
     def held() -> int:
         return sum(cluster_client.run(lambda: len(transforms._INSTANCES)).values())
 
     before = held()
-    _run(tmp_path, 0.05, concurrency=(1, 2))
+    ds = data.range(8, parallelism=8).map_batches(Tagger, fn_constructor_args=(str(tmp_path), 0.2),
+                                                  batch_size=None, concurrency=(1, 2))
+    rows = ds.take_all() if read == "take_all" else ds.take(1)  # take(1) cancels the blocks it does not need
+    assert len(rows) == (8 if read == "take_all" else 1)
     deadline = time.monotonic() + 20
     while held() > before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert held() == before
+
+
+def test_two_runs_of_one_dataset_each_build_their_own_instances(cluster_client: Any, tmp_path: Path) -> None:
+    ds = data.range(8, parallelism=8).map_batches(Tagger, fn_constructor_args=(str(tmp_path), 0.05),
+                                                  batch_size=None, compute=ActorPoolStrategy(size=1))
+    assert ds.count() == 8 and len(ds.take_all()) == 8
+    assert len(list(tmp_path.glob("built-*"))) == 2  # one per run: a run's release never drops the next run's
 
 
 def test_a_function_keeps_concurrency_as_a_bound(cluster_client: Any) -> None:

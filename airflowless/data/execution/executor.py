@@ -10,7 +10,9 @@ them in order, and notices when nothing has progressed for
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import dataclasses
 import threading
 import time
 import uuid
@@ -120,10 +122,6 @@ class Execution:
         future.add_done_callback(done)
         return future
 
-    def running(self, op: PhysicalOp) -> int:
-        """How many of ``op``'s tasks are submitted and not done."""
-        return len(self._inflight.get(id(op), ()))
-
     def pool(self, op: PhysicalOp, low: int, high: int | None) -> WorkerPool:
         """The actor pool ``op``'s tasks run on in this execution (:mod:`.pools`)."""
         pool = self._pools.get(id(op))
@@ -131,21 +129,47 @@ class Execution:
             pool = self._pools[id(op)] = WorkerPool(low, high, getattr(op, "resources", None))
         return pool
 
+    def own_instances(self, transforms: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``transforms`` with each class's instances keyed to this execution (an actor pool's, :mod:`.pools`)."""
+        return tuple(dataclasses.replace(t, instance_key=f"{t.instance_key}-{self.execution_id}")
+                     if getattr(t, "is_class", False) else t for t in transforms)
+
+    def idle_member(self, op: PhysicalOp, pool: WorkerPool) -> str:
+        """A member of ``op``'s pool free for its next task, waiting while none is (:mod:`.pools`)."""
+        from distributed import wait
+
+        since = time.monotonic()
+        while (member := pool.idle_member(self.client)) is None:
+            inflight = list(self._inflight.get(id(op), ()))
+            if inflight:
+                with contextlib.suppress(TimeoutError, concurrent.futures.CancelledError):  # one was cancelled
+                    wait(inflight, timeout=1.0, return_when="FIRST_COMPLETED")
+                since = time.monotonic()
+            elif time.monotonic() - since > self.ctx.stall_timeout_s:
+                raise StallError(f"operator {op.name!r} runs on an actor pool, and for {self.ctx.stall_timeout_s:.0f} "
+                                 f"s no worker of the cluster could hold its instances (resources "
+                                 f"{pool.resources or 'none'}); start workers, or raise "
+                                 "DataContext.get_current().stall_timeout_s")
+            else:
+                time.sleep(0.2)  # no worker fits yet (an adaptive cluster at zero)
+        return member
+
     def let_go_of_instances(self, op: PhysicalOp, transforms: tuple[Any, ...], pool: WorkerPool) -> None:
         """Once ``op``'s last task is done, its pool's members drop the class instances of ``transforms``."""
         keys = [t.instance_key for t in transforms if getattr(t, "is_class", False)]
         members = list(pool.members)
         if not keys or not members:
             return
-        pending = list(self._inflight.get(id(op), ()))
+        pending = [f for f in self._inflight.get(id(op), ()) if not f.cancelled()]  # a take() cancels the rest
         client = self.client
 
         def when_done() -> None:
             from distributed import wait
 
-            with contextlib.suppress(Exception):  # a cluster closing meanwhile holds no instances any more
+            with contextlib.suppress(Exception):  # a failed task is done too
                 wait(pending)
-                client.run(drop_instances, keys, workers=members)
+            with contextlib.suppress(Exception):  # a cluster closing meanwhile holds no instances any more
+                client.run(drop_instances, keys, workers=members, on_error="ignore")
 
         threading.Thread(target=when_done, name="airflowless-pool-release", daemon=True).start()
 

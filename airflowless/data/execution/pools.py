@@ -2,22 +2,27 @@
 
 Ray runs a ``map_batches`` class on a pool of actors that starts at
 ``min_size`` and adds an actor while every actor is busy and inputs wait, up
-to ``max_size``. Here an instance lives in a worker process
-(:class:`..transforms.MapBatchesFn`), so the pool is a set of workers: the
-operator's tasks are submitted restricted to the members, one task per
-member at a time (the executor's throttle), and a member is added when every
-member has a task and another block is ready. Restrictions are loose
-(``allow_other_workers``): when every member has left the cluster, Dask runs
-the task elsewhere instead of holding it for ever, and the next submission
-finds new members. When the operator is done, the members drop its instances.
+to ``max_size``; each actor runs one call at a time. Here an instance lives in
+a worker process (:class:`..transforms.MapBatchesFn`), so the pool is a set of
+workers, and each task goes to one member that has no task of the operator in
+flight: a member is added when every member has one and another block is
+ready, and the next block waits for a member while the pool is at its
+maximum. Restrictions are loose (``allow_other_workers``): a task whose
+member left the cluster runs elsewhere instead of waiting for ever, and the
+member is dropped from the pool. The instances are per execution (their key
+names it), so two runs of one Dataset never share or drop each other's, and
+they are let go when the operator is done.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["WorkerPool"]
+
+_LISTING_S = 1.0  # how long the cluster's worker listing is reused
 
 
 class WorkerPool:
@@ -27,29 +32,36 @@ class WorkerPool:
         self.low, self.high = low, high
         self.resources = dict(resources or {})
         self.members: list[str] = []
-        self.peak = 0  # the most members it had at once (the operator's stats say so)
+        self._tasks: dict[str, Any] = {}  # member -> the future of its task in flight
+        self._listing: tuple[float, list[str]] = (-_LISTING_S, [])
 
-    def place(self, client: Any, busy: int) -> list[str]:
-        """The members the next task may run on, after growing by one when all ``busy`` ones have a task."""
+    def idle_member(self, client: Any) -> str | None:
+        """A member with no task in flight, growing the pool when every member has one; None while the pool
+        is at its maximum and busy, or no worker fits."""
         workers = self._workers(client)
         self.members = [w for w in self.members if w in workers]  # members that left the cluster
         spare = [w for w in workers if w not in self.members]
-        want = self.low if self.high is None else min(self.low, self.high)
-        while len(self.members) < want and spare:
+        while len(self.members) < (self.low if self.high is None else min(self.low, self.high)) and spare:
             self.members.append(spare.pop(0))
-        if busy >= len(self.members) and spare and (self.high is None or len(self.members) < self.high):
-            self.members.append(spare.pop(0))
-        self.peak = max(self.peak, len(self.members))
-        return list(self.members)
+        for member in self.members:
+            task = self._tasks.get(member)
+            if task is None or task.done():
+                return member
+        if spare and (self.high is None or len(self.members) < self.high):
+            self.members.append(spare[0])
+            return spare[0]
+        return None
+
+    def assign(self, member: str, future: Any) -> None:
+        self._tasks[member] = future
 
     def _workers(self, client: Any) -> list[str]:
-        """The cluster's workers that offer the tasks' resources, least busy first (then by address)."""
+        """The cluster's workers that offer the tasks' resources (listed at most once a second)."""
+        listed_at, workers = self._listing
+        if time.monotonic() - listed_at < _LISTING_S:
+            return workers
         info = client.scheduler_info(n_workers=-1).get("workers", {})
-        fits = [(address, w) for address, w in info.items()
-                if all(w.get("resources", {}).get(k, 0) >= v for k, v in self.resources.items())]
-        return [address for address, _ in sorted(fits, key=lambda item: (_load(item[1]), item[0]))]
-
-
-def _load(worker: dict[str, Any]) -> int:
-    metrics = worker.get("metrics", {})
-    return int(metrics.get("task_counts", {}).get("executing", 0) or metrics.get("executing", 0) or 0)
+        workers = sorted(address for address, w in info.items()
+                         if all(w.get("resources", {}).get(k, 0) >= v for k, v in self.resources.items()))
+        self._listing = (time.monotonic(), workers)
+        return workers

@@ -86,21 +86,26 @@ class MapOp(PhysicalOp):
 
     def stream(self, ex: Execution) -> Generator[Future, None, None]:
         source = self.input.stream(ex)
-        pool = None if self.pool is None else ex.pool(self, *self.pool)
+        if self.pool is None:
+            try:
+                for block in source:
+                    ex.throttle(self, self.concurrency)
+                    yield ex.submit(self, tasks.map_block, block, self.transforms, resources=self.resources)
+            finally:
+                source.close()
+            return
+        pool = ex.pool(self, *self.pool)
+        transforms = ex.own_instances(self.transforms)  # this run's instances, not another run's of the Dataset
         try:
             for block in source:
-                workers = None
-                if pool is not None:  # one task per member; a member more while all are busy
-                    workers = pool.place(ex.client, ex.running(self)) or None
-                    ex.throttle(self, None if workers is None else len(workers))
-                else:
-                    ex.throttle(self, self.concurrency)
-                yield ex.submit(self, tasks.map_block, block, self.transforms, resources=self.resources,
-                                workers=workers)
+                member = ex.idle_member(self, pool)  # one task per member; a member more while all are busy
+                future = ex.submit(self, tasks.map_block, block, transforms, resources=self.resources,
+                                   workers=[member])
+                pool.assign(member, future)
+                yield future
         finally:
             source.close()
-            if pool is not None:
-                ex.let_go_of_instances(self, self.transforms, pool)
+            ex.let_go_of_instances(self, transforms, pool)
 
     def planned_blocks(self) -> int | None:
         return self.input.planned_blocks()
