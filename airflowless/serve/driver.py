@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import threading
 import time
 import uuid
@@ -420,7 +421,6 @@ class ServeRuntime:
             if health:
                 live.health_due = time.monotonic() + deployment.config.health_check_period_s
             self.feed(ReplicaMetrics(replica_id, int(reply["ongoing"])))
-            self._models_reported(replica.key, replica_id, tuple(reply.get("models", ())))
         except Exception as exc:
             if live.control is not None:
                 live.control = None
@@ -428,8 +428,13 @@ class ServeRuntime:
                 with contextlib.suppress(Exception):
                     await control.close()
                 self.feed(ReplicaFailed(replica_id, f"health check failed: {type(exc).__name__}: {exc}"))
+            return
         finally:
             live.probing = False
+        try:  # a replica's answer; what routers learn of its models is no health check
+            self._models_reported(replica.key, replica_id, tuple(reply.get("models", ())))
+        except Exception:
+            logging.getLogger(__name__).exception("serve: could not publish the models replica %s holds", replica_id)
 
     def _on_router_failure(self, replica_id: str) -> None:
         self._spawn(self._probe(replica_id))
@@ -522,7 +527,6 @@ class ServeRuntime:
     async def _follow_models(self) -> None:
         """Roll each application whose deployments were bound to a model alias that moved since to the version
         it points at now (:mod:`airflowless.models`): as ``serve.run`` again with the new version would."""
-        import logging
 
         try:
             for app in list(self.apps.values()):

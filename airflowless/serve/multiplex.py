@@ -93,8 +93,11 @@ def multiplexed(fn: Any = None, *, max_num_models_per_replica: int = 3) -> Any:
 
 def loaded_models(user: Any) -> list[str]:
     """The ids of the models a replica's instance ``user`` holds, in all its multiplexed loaders."""
-    held = getattr(user, "__dict__", {})
-    return sorted({model_id for value in held.values() if isinstance(value, _Models) for model_id in value.loaded})
+    try:  # a plain def method may add an attribute from its thread meanwhile: copy before iterating
+        caches = [value for value in list(getattr(user, "__dict__", {}).values()) if isinstance(value, _Models)]
+        return sorted({model_id for cache in caches for model_id in list(cache.loaded)})
+    except RuntimeError:  # changed while copied: the next probe reports them
+        return []
 
 
 class _Models:

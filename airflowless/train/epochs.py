@@ -22,8 +22,10 @@ Each rank counts its own epochs (its iterations of the shard), so the ranks
 must iterate their shards the same number of times, as Ray's split of a
 dataset among ranks also asks: a rank that iterates once more (a check of its
 own on its rows) reads the next epoch's share, which overlaps the others'.
-A restarted fit (``FailureConfig``, ``Trainer.restore``) starts again at
-epoch 0's order. A shuffle with a seed the user gave keeps one order for the
+A rank that reaches an epoch after every other rank has read and let go of
+its parts makes them again (the same rows, at the cost of the shuffle's work
+once more). A restarted fit (``FailureConfig``, ``Trainer.restore``) starts
+again at epoch 0's order. A shuffle with a seed the user gave keeps one order for the
 whole fit (today's behaviour, and what a seeded Ray dataset gives too).
 """
 
