@@ -122,7 +122,8 @@ def test_the_only_worker_restarting_under_load(served: str) -> None:
           f"{len(waiting)} fast 503s (slowest {max((e for e, _ in waiting), default=0):.3f} s), "
           f"slowest request {max(e for _, e, _ in after):.2f} s")
     assert waiting, f"expected 503s that say why while no worker was there; got {after[:5]}"
-    assert "no worker has resources" in waiting[0][1]
+    why = waiting[0][1]  # no worker yet, or the replica's start on the killed worker failed as it left
+    assert "no worker has resources" in why or "left the cluster while replica" in why, why
     assert codes <= {200, 503}
     new = httpx.post(served, json={}, timeout=30).json()["pid"]
     assert new != first
