@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
-from .block import check_format, concat, rebatch, to_batch
+from .block import check_format, concat, numpy_batches, rebatch, to_batch
 
 __all__ = ["BatchIterable", "iter_batches", "iter_torch_batches"]
 
@@ -74,6 +74,9 @@ def iter_batches(tables: Iterator[pa.Table], *, batch_size: int | None = 256, ba
         if batch_size is None:
             raise ConfigError("local_shuffle_buffer_size needs a batch_size (rows are drawn into batches of it)")
         tables = _shuffled(tables, batch_size, local_shuffle_buffer_size, np.random.default_rng(local_shuffle_seed))
+    elif batch_format == "numpy" and batch_size is not None:
+        yield from numpy_batches(tables, batch_size, drop_last=drop_last)
+        return
     for table in rebatch(tables, batch_size, drop_last=drop_last):
         yield to_batch(table, batch_format)
 

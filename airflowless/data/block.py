@@ -19,7 +19,7 @@ import pyarrow as pa
 from ..errors import AirflowlessError, ConfigError
 
 __all__ = ["Block", "BatchFormat", "BATCH_FORMATS", "to_batch", "from_batch", "tensor_array", "concat", "rebatch",
-           "BatchTypeError", "SchemaMismatchError"]
+           "numpy_batches", "BatchTypeError", "SchemaMismatchError"]
 
 Block = pa.Table
 BatchFormat = Literal["pandas", "pyarrow", "numpy"]
@@ -204,3 +204,39 @@ def rebatch(tables: Iterator[pa.Table], batch_size: int | None, *, drop_last: bo
                 held, rows = [], 0
     if rows and not drop_last:
         yield concat(held).combine_chunks()
+
+
+def numpy_batches(tables: Iterator[pa.Table], batch_size: int, *, drop_last: bool = False) -> Iterator[dict[str, Any]]:
+    """What ``to_batch(t, "numpy")`` gives for each ``t`` of ``rebatch(tables, batch_size)``, made faster.
+
+    Each block's columns become numpy arrays once, and a batch inside one block
+    is a slice of them: a few hundred nanoseconds a column instead of a
+    conversion per batch. Columns with nulls (whose numpy type depends on
+    whether a batch holds one) and the batches that straddle two blocks are
+    converted as :func:`rebatch` cuts them, so every batch is the same.
+    """
+    held: list[pa.Table] = []  # the start of a batch that straddles blocks
+    rows = 0
+    for table in tables:
+        offset = 0
+        if rows:
+            take = min(batch_size - rows, table.num_rows)
+            held.append(table.slice(0, take))
+            rows += take
+            offset = take
+            if rows < batch_size:
+                continue
+            yield to_batch(concat(held).combine_chunks(), "numpy")
+            held, rows = [], 0
+        whole = table.num_rows - (table.num_rows - offset) % batch_size
+        if whole > offset:
+            columns = {name: _column_to_numpy(table.column(name)) if not table.column(name).null_count else None
+                       for name in table.column_names}
+            for start in range(offset, whole, batch_size):
+                yield {name: values[start:start + batch_size] if values is not None
+                       else _column_to_numpy(table.column(name).slice(start, batch_size))
+                       for name, values in columns.items()}
+        if whole < table.num_rows:
+            held, rows = [table.slice(whole)], table.num_rows - whole
+    if rows and not drop_last:
+        yield to_batch(concat(held).combine_chunks(), "numpy")

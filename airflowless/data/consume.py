@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .execution import handoff
 from .execution.executor import Execution, stream
 from .logical.operators import FromBlocks, Fused, Limit, LogicalOp, MapBlocks
 from .optimizer import optimize
@@ -84,13 +85,17 @@ def _execution(plan: LogicalOp) -> Iterator[Execution]:
 
 
 def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]:
-    """The plan's blocks, fetched to this process in order."""
+    """The plan's blocks, fetched to this process in order (through shared memory where they can be,
+    :mod:`.execution.handoff`)."""
     with _execution(plan) as ex:
         physical = lower(optimize(plan))
+        box = handoff.inbox()
+        if box is not None:
+            physical = handoff.fused(physical, box) or physical
         bar = _progress(physical.planned_blocks(), desc)
         failed = False
         try:
-            yield from stream(ex, physical, fetch=True, progress=bar)
+            yield from stream(ex, physical, fetch=True, progress=bar, box=box)
         except GeneratorExit:  # the consumer stopped early
             raise
         except BaseException:

@@ -26,6 +26,9 @@ class DataContext:
     that is blocked. ``progress_bars``: show tqdm bars (None: only on a terminal
     or in a notebook). ``optimizer_enabled``: False runs plans as written,
     without the optimizer's rules (to compare answers with and without them).
+    ``shared_memory_blocks``: blocks a consumer reads from a worker on its own
+    host come through ``/dev/shm`` without copies (:mod:`.execution.handoff`);
+    False sends them through Dask's sockets, as across hosts.
     """
 
     max_tasks_in_flight_per_op: int | None = None
@@ -35,6 +38,7 @@ class DataContext:
     progress_bars: bool | None = None
     target_max_block_rows: int = 1_000_000
     optimizer_enabled: bool = True
+    shared_memory_blocks: bool = True
 
     _current: ClassVar[DataContext | None] = None
     _lock: ClassVar[threading.Lock] = threading.Lock()

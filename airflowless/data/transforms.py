@@ -187,12 +187,30 @@ class FilterFn(BlockTransform):
     def __call__(self, table: pa.Table) -> pa.Table:
         if self.expr is not None:
             try:
-                return table.filter(self.expr)
+                return table.filter(_mask(table, self.expr))
             except (pa.ArrowInvalid, KeyError) as exc:
                 raise ColumnNotFoundError(
                     f"{self.name} cannot be evaluated on columns {table.column_names}: {exc}") from exc
         keep = [bool(_call_user(self.name, self.fn, row)) for row in table.to_pylist()]
         return table.filter(pa.array(keep, type=pa.bool_()))
+
+
+def _mask(table: pa.Table, expr: Any) -> pa.Array:
+    """Where ``expr`` holds on ``table``, one boolean per row: Arrow's projection of it, on this thread.
+
+    ``table.filter(expr)`` goes through Acero's filter node, which takes about
+    twice as long and cuts its output into 32,768-row chunks.
+    """
+    from pyarrow import acero
+
+    plan = acero.Declaration.from_sequence([
+        acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+        acero.Declaration("project", acero.ProjectNodeOptions([expr], ["mask"]))])
+    mask = plan.to_table(use_threads=False).column(0)
+    if not pa.types.is_boolean(mask.type):
+        raise pa.ArrowTypeError(f"a filter's expression must be a condition (true or false for each row), but "
+                                f"{expr} evaluates to {mask.type}; compare it, e.g. {expr} > 0")
+    return mask.combine_chunks()
 
 
 @dataclass(frozen=True, eq=False)

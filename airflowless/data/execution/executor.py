@@ -26,6 +26,7 @@ from ...errors import AirflowlessError
 from ..context import DataContext
 from ..physical import tasks
 from ..transforms import drop_instances
+from . import handoff
 from .pools import WorkerPool
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class Execution:
     stats: dict[str, OpStats] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)  # task key -> operator name
     peak_held_bytes: int = 0
+    shared_blocks: int = 0  # blocks the consumer read through shared memory (:mod:`.handoff`)
+    handed_off: dict[str, str] = field(default_factory=dict)  # hand-off task key -> its block's task key
 
     def __post_init__(self) -> None:
         from ...control.live import Throttle
@@ -120,6 +123,15 @@ class Execution:
             inflight.discard(f)
 
         future.add_done_callback(done)
+        return future
+
+    def hand_off(self, op: PhysicalOp, block: Future, box: handoff.Inbox) -> Future:
+        """A task on the worker holding ``block`` that writes it into ``box`` (or returns it, see
+        :mod:`.handoff`); it is ``op``'s for cancelling and for saying what a stalled stream waits for."""
+        key = f"hand-off-{uuid.uuid4().hex}"
+        future = self.client.submit(handoff.write_block, block, box.path, box.token, key, key=key, pure=False)
+        self.owners[key] = op.name
+        self.handed_off[key] = str(block.key)
         return future
 
     def pool(self, op: PhysicalOp, low: int, high: int | None) -> WorkerPool:
@@ -223,7 +235,7 @@ class Execution:
         return max(1, min(self.max_in_flight, int(self.budget // average_bytes)))
 
     def stall(self, waiting: list[Future], idle_s: float) -> StallError:
-        keys = [str(f.key) for f in waiting]
+        keys = [self.handed_off.get(str(f.key), str(f.key)) for f in waiting]  # a hand-off waits for its block
 
         try:
             found = task_states(self.client, keys)
@@ -249,11 +261,20 @@ class Execution:
         )
 
 
-def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any = None) -> Iterator[Any]:
-    """Blocks of ``op`` in order (tables if ``fetch``, else finished futures), with backpressure."""
+def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any = None,
+           box: handoff.Inbox | None = None) -> Iterator[Any]:
+    """Blocks of ``op`` in order (tables if ``fetch``, else finished futures), with backpressure.
+
+    With an inbox ``box``, fetched blocks come from workers on this host through shared memory
+    (:mod:`.handoff`): written by ``op``'s own tasks when :func:`.handoff.fused` made it so, else by a
+    task more per block while blocks are large enough to pay for it. Small blocks, and all of them
+    across hosts, come through Dask.
+    """
     from distributed import wait
 
     source = op.stream(ex)  # a generator: closed below
+    box = box if fetch else None
+    writes = box is not None and any(isinstance(t, handoff.WriteShared) for t in getattr(op, "transforms", ()))
     window: deque[Future] = deque()
     exhausted = False
     fetched_bytes: list[int] = []
@@ -263,9 +284,12 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
             average = sum(fetched_bytes[-16:]) / len(fetched_bytes[-16:]) if fetched_bytes else None
             while not exhausted and len(window) < ex.window(average):
                 try:
-                    window.append(next(source))
+                    block = next(source)
                 except StopIteration:
                     exhausted = True
+                    break
+                large = average is None or average >= handoff.MIN_BYTES
+                window.append(ex.hand_off(op, block, box) if box is not None and large and not writes else block)
             if not window:
                 return
             held = int(len(window) * max(fetched_bytes[-16:])) if average else 0
@@ -291,7 +315,10 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
             if not fetch:
                 yield head
                 continue
-            table = head.result()
+            result = head.result()
+            if isinstance(result, handoff.SharedBlock):
+                ex.shared_blocks += 1
+            table = box.open(result) if box is not None else result
             top.add_output(table.num_rows, table.nbytes)
             fetched_bytes.append(table.nbytes)
             if progress is not None:
@@ -299,5 +326,8 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
             yield table
     finally:
         ex.cancel(window)
+        if box is not None:
+            box.abandon([str(f.key) for f in window if writes or str(f.key) in ex.handed_off])
+            box.tidy()
         source.close()  # type: ignore[attr-defined]
         ex.publish_live(op, 0, finished=True)

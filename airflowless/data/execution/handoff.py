@@ -1,0 +1,237 @@
+"""Blocks handed to a process on the same host through shared memory instead of Dask's sockets.
+
+A consumer (the driver iterating a Dataset, a rank reading its shard) owns an
+*inbox*: a folder under ``/dev/shm`` that only its user can open (0700),
+named after the consumer's pid and start time. The task that makes a block it
+will read ends with :class:`WriteShared` (a read or a map: :func:`fused`);
+any other block gets a :func:`write_block` task of its own, which Dask runs
+on the worker that holds it. Either writes the block there as an Arrow IPC
+file and returns a small :class:`SharedBlock`. The consumer memory-maps the
+file, reads it without a copy and unlinks it at once: the mapping keeps the
+pages for as long as the table's buffers live, and the folder is empty again.
+A block through Dask's socket is pickled, sent, received and unpickled: two
+copies and two passes over the bytes more.
+
+A worker that cannot see the inbox (another host, another container, another
+user) or holds a block smaller than :data:`MIN_BYTES` returns the block
+itself, which travels as before; nothing needs to know where workers run.
+
+Lifetimes, and what happens after a crash:
+
+- consumed: the file is unlinked as soon as it is mapped;
+- abandoned (a consumer stops early): :meth:`Inbox.abandon` unlinks the files
+  already written and leaves a ``.gone`` mark for a write still running, which
+  the writer sees after its rename and removes its file itself;
+- a writer killed mid-write leaves ``<name>.tmp-<pid>``: :meth:`Inbox.tidy`
+  (run when each stream ends) removes those whose writer is dead;
+- the consumer killed: its whole inbox is removed by the next :func:`inbox`
+  made on the host (or :func:`sweep`), which removes every inbox whose owner
+  is gone, and by the consumer's own exit otherwise.
+
+>>> import pyarrow as pa
+>>> box = inbox()
+>>> block = pa.table({"x": list(range(100_000))})
+>>> shared = write_block(block, box.path, box.token, min_bytes=0)
+>>> box.open(shared).equals(block), os.listdir(box.path) == [".token"]
+(True, True)
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import os
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..transforms import BlockTransform
+
+__all__ = ["Inbox", "SharedBlock", "WriteShared", "fused", "inbox", "sweep", "write_block", "MIN_BYTES"]
+
+ROOT = "/dev/shm"
+MIN_BYTES = 1 << 20  # smaller blocks travel through Dask: a file costs more than their copy
+_TOKEN = ".token"
+
+
+@dataclass(frozen=True)
+class SharedBlock:
+    """Where a worker wrote a block for an inbox, and what it holds."""
+
+    path: str
+    rows: int
+    nbytes: int
+
+
+def _started(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot), None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _base() -> str | None:
+    """``/dev/shm/airflowless-<uid>``, made private to this user; None where it cannot be (no /dev/shm)."""
+    base = os.path.join(ROOT, f"airflowless-{os.getuid()}")
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        found = os.lstat(base)
+    except OSError:
+        return None
+    if found.st_uid != os.getuid() or found.st_mode & 0o077 or not os.path.isdir(base) or os.path.islink(base):
+        return None  # somebody else's, or opened to others: not a place for our blocks
+    return base
+
+
+class Inbox:
+    """This process's folder for blocks handed over through shared memory (see the module)."""
+
+    def __init__(self, base: str) -> None:
+        self.pid = os.getpid()
+        self.token = uuid.uuid4().hex
+        self.path = os.path.join(base, f"{self.pid}-{_started(self.pid)}")
+        os.makedirs(self.path, mode=0o700, exist_ok=True)
+        with open(os.path.join(self.path, _TOKEN), "w") as mark:
+            mark.write(self.token)
+        atexit.register(self.remove)
+
+    def open(self, result: Any) -> pa.Table:
+        """The table of a :func:`write_block` result: mapped and unlinked, or the table that travelled."""
+        if not isinstance(result, SharedBlock):
+            return result
+        with pa.memory_map(result.path) as source:
+            table = pa.ipc.open_file(source).read_all()  # buffers keep the mapping alive after close
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(result.path)
+        return table
+
+    def abandon(self, names: list[str]) -> None:
+        """The blocks named ``names`` will not be read: remove their files, and mark those not yet written."""
+        for name in names:
+            gone = os.path.join(self.path, name + ".gone")
+            with contextlib.suppress(OSError):
+                open(gone, "w").close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.path, name + ".arrow"))
+
+    def tidy(self) -> None:
+        """Remove what writers that died mid-write left (``<name>.tmp-<pid>`` of a dead pid)."""
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.listdir(self.path):
+                _, _, pid = entry.rpartition(".tmp-")
+                if pid.isdigit() and _started(int(pid)) is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(self.path, entry))
+
+    def remove(self) -> None:
+        if os.getpid() == self.pid:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+_inbox: Inbox | None = None
+_lock = threading.Lock()
+
+
+def inbox() -> Inbox | None:
+    """This process's inbox (made on first use, after a :func:`sweep`), or None where shared memory is
+    unavailable or turned off (``DataContext.shared_memory_blocks``)."""
+    global _inbox
+    from ..context import DataContext
+
+    if not DataContext.get_current().shared_memory_blocks:
+        return None
+    with _lock:
+        if _inbox is None or _inbox.pid != os.getpid():  # a forked child makes its own
+            base = _base()
+            if base is None:
+                return None
+            sweep(base)
+            try:
+                _inbox = Inbox(base)
+            except OSError:
+                return None
+        return _inbox
+
+
+def sweep(base: str | None = None) -> list[str]:
+    """Remove the inboxes whose owning process is gone (killed, or exited without cleaning); their paths."""
+    base = base or _base()
+    removed: list[str] = []
+    if base is None:
+        return removed
+    for entry in os.listdir(base):
+        pid, _, started = entry.partition("-")
+        if pid.isdigit() and _started(int(pid)) != started:
+            shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
+            removed.append(os.path.join(base, entry))
+    return removed
+
+
+def _task_name() -> str:
+    """The key of the task running this (the name :meth:`Inbox.abandon` knows its file by)."""
+    from distributed import get_worker
+
+    try:
+        return str(get_worker().get_current_task())
+    except ValueError:  # not in a task: nobody will abandon it by name
+        return uuid.uuid4().hex
+
+
+def write_block(table: pa.Table, folder: str, token: str, name: str = "", min_bytes: int = MIN_BYTES) -> Any:
+    """Run on the worker holding ``table``: write it into the inbox ``folder`` and return a
+    :class:`SharedBlock`; or return the table itself when it is small or the inbox is not visible here.
+    The file is named ``name``, by default the running task's key."""
+    if table.nbytes < min_bytes:
+        return table
+    try:
+        with open(os.path.join(folder, _TOKEN)) as mark:
+            if mark.read() != token:
+                return table
+    except OSError:
+        return table  # another host, container or user
+    name = name or _task_name()
+    path = os.path.join(folder, name + ".arrow")
+    scratch = f"{path[:-len('.arrow')]}.tmp-{os.getpid()}"
+    try:
+        with pa.OSFile(scratch, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        os.rename(scratch, path)
+    except OSError:  # /dev/shm full, or the inbox removed meanwhile: the block travels as before
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        return table
+    if os.path.exists(os.path.join(folder, name + ".gone")):  # the consumer stopped waiting for it
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            os.unlink(os.path.join(folder, name + ".gone"))
+        return table
+    return SharedBlock(path, table.num_rows, table.nbytes)
+
+
+@dataclass(frozen=True, eq=False)
+class WriteShared(BlockTransform):
+    """The last step of the tasks whose blocks a consumer reads: :func:`write_block` into its inbox."""
+
+    folder: str
+    token: str
+    name: str = "HandOff"
+
+    def __call__(self, table: pa.Table) -> Any:
+        return write_block(table, self.folder, self.token)
+
+
+def fused(op: Any, box: Inbox) -> Any:
+    """``op`` with its tasks writing their blocks into ``box``, when it is a read or a map on no actor
+    pool (the task that makes a block writes it); None otherwise."""
+    from ..physical.operators import MapOp, ReadOp
+
+    if not isinstance(op, ReadOp | MapOp) or getattr(op, "pool", None) is not None:
+        return None
+    return dataclasses.replace(op, transforms=(*op.transforms, WriteShared(box.path, box.token)))

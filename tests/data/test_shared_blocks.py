@@ -1,0 +1,200 @@
+"""Blocks handed to the consumer through /dev/shm (airflowless.data.execution.handoff), on a real cluster.
+
+The same answers as through Dask's sockets; the inbox private to its user; and
+nothing left in /dev/shm when a consumer finishes, stops early, loses a worker
+to SIGKILL mid-stream, or is SIGKILLed itself (the next consumer's sweep).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from airflowless import data
+from airflowless.data import DataContext
+from airflowless.data.consume import last_execution
+from airflowless.data.execution import handoff
+from tests.support.eventually import eventually
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(handoff.ROOT), reason="this host has no /dev/shm")
+
+
+def _wide(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """About 2.4 MB a block of 100,000 rows: over handoff.MIN_BYTES."""
+    ids = batch["id"]
+    return {"id": ids, "x": ids * 0.5, "y": ids % 7, "name": np.array([f"r{i}" for i in ids], dtype=object)}
+
+
+def _leftovers(box: handoff.Inbox) -> list[str]:
+    """The files in ``box`` that hold blocks (written, or half-written), not its token or marks."""
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(box.path, "*"))
+                  if p.endswith(".arrow") or ".tmp-" in p)
+
+
+@pytest.fixture
+def context() -> Iterator[DataContext]:
+    ctx = DataContext.get_current()
+    saved = ctx.shared_memory_blocks
+    yield ctx
+    ctx.shared_memory_blocks = saved
+
+
+def _batches(ds: data.Dataset) -> list[dict[str, np.ndarray]]:
+    return list(ds.iter_batches(batch_size=30_000))
+
+
+def test_blocks_come_through_shared_memory_with_the_same_answer(context: DataContext, cluster_client) -> None:  # noqa: ANN001
+    ds = data.range(400_000, parallelism=4).map_batches(_wide).filter(expr="y != 3")
+    context.shared_memory_blocks = False
+    through_dask = _batches(ds)
+    assert last_execution().shared_blocks == 0
+    context.shared_memory_blocks = True
+    through_shm = _batches(ds)
+    assert last_execution().shared_blocks == 4
+    assert len(through_shm) == len(through_dask) > 4
+    for a, b in zip(through_shm, through_dask, strict=True):
+        assert a.keys() == b.keys()
+        for name in a:
+            assert a[name].dtype == b[name].dtype and np.array_equal(a[name], b[name]), name
+    box = handoff.inbox()
+    assert box is not None and _leftovers(box) == []
+
+
+def test_blocks_a_barrier_makes_get_a_task_that_hands_them_off(context: DataContext, cluster_client) -> None:  # noqa: ANN001
+    ds = data.range(300_000, parallelism=3).map_batches(_wide).random_shuffle(seed=1)
+    rows = sorted(int(i) for b in _batches(ds) for i in b["id"])
+    assert rows == list(range(300_000))
+    assert last_execution().shared_blocks >= 1
+    assert _leftovers(handoff.inbox()) == []
+
+
+def test_small_blocks_travel_through_dask(context: DataContext, cluster_client) -> None:  # noqa: ANN001
+    assert [r["id"] for r in data.range(20, parallelism=4).take_all()] == list(range(20))
+    assert last_execution().shared_blocks == 0
+
+
+def test_a_consumer_that_stops_early_leaves_no_block_behind(context: DataContext, cluster_client) -> None:  # noqa: ANN001
+    ds = data.range(1_600_000, parallelism=16).map_batches(_wide)
+    for _ in ds.iter_batches(batch_size=1000):
+        break
+    box = handoff.inbox()
+    # the blocks in flight when it stopped: their files are removed by abandon(), or by their writers
+    eventually(lambda: _leftovers(box) == [], timeout=30, message=f"no block files left in {box.path}")
+
+
+def test_the_inbox_is_private_to_its_user() -> None:
+    box = handoff.inbox()
+    assert box is not None
+    for folder in (box.path, os.path.dirname(box.path)):
+        mode = os.stat(folder).st_mode
+        assert stat.S_IMODE(mode) == 0o700 and os.stat(folder).st_uid == os.getuid(), folder
+
+
+def test_a_worker_that_cannot_see_the_inbox_returns_the_block(tmp_path: Path) -> None:
+    table = pa.table({"x": np.arange(500_000)})
+    box = handoff.inbox()
+    assert handoff.write_block(table, box.path, "another consumer's token") is table
+    assert handoff.write_block(table, str(tmp_path / "not there"), box.token) is table
+    shared = handoff.write_block(table, box.path, box.token, "direct")
+    assert isinstance(shared, handoff.SharedBlock) and shared.rows == 500_000
+    assert box.open(shared).equals(table) and _leftovers(box) == []
+
+
+def test_a_writer_that_died_mid_write_is_tidied(tmp_path: Path) -> None:
+    box = handoff.inbox()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    half = Path(box.path) / f"some-block.tmp-{dead}"
+    half.write_bytes(b"half a block")
+    mine = Path(box.path) / f"other-block.tmp-{os.getpid()}"  # a live writer's: kept
+    mine.write_bytes(b"being written")
+    box.tidy()
+    assert not half.exists() and mine.exists()
+    mine.unlink()
+
+
+SLOW_STREAM = """\
+import os, signal, sys, time
+import numpy as np
+import airflowless
+from airflowless import data
+from airflowless.data.consume import last_execution
+from airflowless.data.execution import handoff
+
+def wide(batch):
+    time.sleep(0.3)
+    ids = batch["id"]
+    return {"id": ids, "x": ids * 0.5}
+
+client = airflowless.init(n_workers=2, dashboard_address=":0", quiet=True)
+box = handoff.inbox()
+print("INBOX", box.path, flush=True)
+mode = sys.argv[1]
+workers = client.run(os.getpid)
+total, killed = 0, False
+for batch in data.range(2_400_000, parallelism=24).map_batches(wide).iter_batches(batch_size=50_000):
+    total += int(batch["id"].sum())
+    if not killed:
+        killed = True
+        if mode == "worker":
+            os.kill(sorted(workers.values())[0], signal.SIGKILL)
+        else:
+            print("STREAMING", flush=True)
+            time.sleep(600)
+print("TOTAL", total, last_execution().shared_blocks, flush=True)
+print("LEFT", sorted(f for f in os.listdir(box.path) if f.endswith(".arrow") or ".tmp-" in f), flush=True)
+airflowless.shutdown()
+"""
+
+
+def _driver(tmp_path: Path, home: Path, mode: str) -> subprocess.Popen[str]:
+    script = tmp_path / "stream.py"
+    script.write_text(SLOW_STREAM)
+    env = {**os.environ, "AIRFLOWLESS_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, str(script), mode], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def test_a_worker_killed_mid_stream_leaves_the_answer_whole_and_no_block_behind(tmp_path: Path,
+                                                                                  home: Path) -> None:
+    driver = _driver(tmp_path, home, "worker")
+    try:
+        out, _ = driver.communicate(timeout=240)
+    finally:
+        driver.kill()
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert driver.returncode == 0, out
+    total, shared = (int(v) for v in lines["TOTAL"].split())
+    assert total == sum(range(2_400_000)) and shared > 0
+    assert lines["LEFT"] == "[]"
+    assert not os.path.exists(lines["INBOX"])  # removed when the driver exits
+
+
+def test_a_driver_killed_mid_stream_has_its_inbox_swept(tmp_path: Path, home: Path) -> None:
+    driver = _driver(tmp_path, home, "driver")
+    try:
+        assert driver.stdout is not None
+        inbox_line = driver.stdout.readline().split()
+        assert inbox_line[0] == "INBOX", inbox_line
+        assert driver.stdout.readline().strip() == "STREAMING"
+        folder = inbox_line[1]
+        assert os.path.isdir(folder)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        driver.kill()
+    # its workers die with it (tests/runtime/test_orphans.py); what they wrote stays until a sweep
+    eventually(lambda: folder in handoff.sweep() or not os.path.exists(folder), timeout=30,
+               message=f"the killed driver's inbox {folder} swept")
+    assert not os.path.exists(folder)
+    assert os.path.isdir(handoff.inbox().path)  # a live consumer's inbox is never swept
