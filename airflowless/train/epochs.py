@@ -38,6 +38,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..data.execution import handoff
+
 __all__ = ["EpochShuffle", "EpochShuffled", "epoch_seed"]
 
 
@@ -109,7 +111,7 @@ class EpochShuffle:
         del outputs  # the other parts are the other ranks' to hold
         while mine:
             future, first, rows = mine.pop(0)  # held no longer than it is read
-            table: pa.Table = local[future.key] if future.key in local else future.result()
+            table: pa.Table = local[future.key] if future.key in local else handoff.fetch(client, [future])[0]
             del future
             yield table.slice(first, rows)
 

@@ -1,7 +1,8 @@
 """A rank's share of a dataset: blocks on the cluster, fetched when the rank iterates.
 
 Blocks already in the rank's worker are read from its memory; others are
-fetched from the workers holding them.
+fetched from the workers holding them, through shared memory where they share
+the rank's host.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pyarrow as pa
 from .._dask_internals import inform_scheduler_of_futures
 from ..data import batches
 from ..data.block import concat
+from ..data.execution import handoff
 from .epochs import EpochShuffle
 
 __all__ = ["DataShard"]
@@ -56,7 +58,7 @@ class DataShard(batches.BatchIterable):
                 # Client.get_dataset does) or it never hears that they are in memory.
                 futures: list[Any] = [Future(k, client=client) for k in remote]
                 inform_scheduler_of_futures(client)
-                fetched = dict(zip(remote, client.gather(futures), strict=True))
+                fetched = dict(zip(remote, handoff.fetch(client, futures), strict=True))
             for key in chunk:
                 yield local[key] if key in local else fetched[key]
 

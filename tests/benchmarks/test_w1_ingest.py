@@ -49,7 +49,7 @@ def test_w1_ingest_taxi_m() -> None:
     for prefix, label in (("", "cold"), ("warm_", "warm")):
         print(f" airflowless {label}: wall {median(ours, prefix + 'seconds' if prefix else 'seconds'):.3f} s = "
               f"driver waiting for batches {median(ours, prefix + 'waiting_s'):.3f} s + its loop body "
-              f"{median(ours, prefix + 'consumer_s'):.3f} s; worker tasks (read, features, filter) "
+              f"{median(ours, prefix + 'consumer_s'):.3f} s; worker tasks (read, features, filter, hand-off) "
               f"{median(ours, prefix + 'tasks_s'):.3f} s over 2 workers, the slowest first task "
               f"{median(ours, prefix + 'first_task_s'):.3f} s")
 

@@ -198,3 +198,27 @@ def test_a_driver_killed_mid_stream_has_its_inbox_swept(tmp_path: Path, home: Pa
                message=f"the killed driver's inbox {folder} swept")
     assert not os.path.exists(folder)
     assert os.path.isdir(handoff.inbox().path)  # a live consumer's inbox is never swept
+
+
+def _read_shard(shard: object) -> tuple[int, int]:
+    rows = total = 0
+    for batch in shard.iter_batches(batch_size=50_000):  # type: ignore[attr-defined]
+        rows += len(batch["id"])
+        total += int(batch["id"].sum())
+    return rows, total
+
+
+def test_a_rank_reads_the_blocks_another_worker_holds_through_its_inbox(cluster_client) -> None:  # noqa: ANN001
+    from distributed import get_task_stream
+
+    from airflowless.train.shards import DataShard
+
+    plan = data.range(400_000, parallelism=4).map_batches(_wide).materialize().plan
+    holders = cluster_client.who_has(list(plan.blocks))
+    reader = sorted(cluster_client.scheduler_info()["workers"])[0]
+    assert any(reader not in holders[b.key] for b in plan.blocks), "every block is on one worker"
+    shard = DataShard("train", list(plan.blocks), sum(plan.rows))
+    with get_task_stream(cluster_client) as stream:
+        rows, total = cluster_client.submit(_read_shard, shard, workers=[reader], pure=False).result()
+    assert (rows, total) == (400_000, sum(range(400_000)))
+    assert any(str(task["key"]).startswith("hand-off-") for task in stream.data)

@@ -325,9 +325,12 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
                 progress.update(1)
             yield table
     finally:
+        if box is not None:  # before cancelling, which makes every future done
+            mine = [f for f in window if writes or str(f.key) in ex.handed_off]
+            box.abandon([str(f.key) for f in mine if f.status != "finished"],
+                        written=[str(f.key) for f in mine if f.status == "finished"])
         ex.cancel(window)
         if box is not None:
-            box.abandon([str(f.key) for f in window if writes or str(f.key) in ex.handed_off])
             box.tidy()
         source.close()  # type: ignore[attr-defined]
         ex.publish_live(op, 0, finished=True)

@@ -20,8 +20,9 @@ Lifetimes, and what happens after a crash:
 
 - consumed: the file is unlinked as soon as it is mapped;
 - abandoned (a consumer stops early): :meth:`Inbox.abandon` unlinks the files
-  already written and leaves a ``.gone`` mark for a write still running, which
-  the writer sees after its rename and removes its file itself;
+  already written and leaves a ``.gone`` mark for a block still being made,
+  which its writer sees after its rename and removes its file itself (marks
+  go after an hour, :meth:`Inbox.tidy`);
 - a writer killed mid-write leaves ``<name>.tmp-<pid>``: :meth:`Inbox.tidy`
   (run when each stream ends) removes those whose writer is dead;
 - the consumer killed: its whole inbox is removed by the next :func:`inbox`
@@ -44,7 +45,9 @@ import dataclasses
 import os
 import shutil
 import threading
+import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,10 +55,11 @@ import pyarrow as pa
 
 from ..transforms import BlockTransform
 
-__all__ = ["Inbox", "SharedBlock", "WriteShared", "fused", "inbox", "sweep", "write_block", "MIN_BYTES"]
+__all__ = ["Inbox", "SharedBlock", "WriteShared", "fetch", "fused", "inbox", "sweep", "write_block", "MIN_BYTES"]
 
 ROOT = "/dev/shm"
 MIN_BYTES = 1 << 20  # smaller blocks travel through Dask: a file costs more than their copy
+MARK_AGE_S = 3600.0
 _TOKEN = ".token"
 
 
@@ -112,23 +116,28 @@ class Inbox:
             os.unlink(result.path)
         return table
 
-    def abandon(self, names: list[str]) -> None:
-        """The blocks named ``names`` will not be read: remove their files, and mark those not yet written."""
-        for name in names:
-            gone = os.path.join(self.path, name + ".gone")
+    def abandon(self, pending: Sequence[str], written: Sequence[str] = ()) -> None:
+        """The blocks named ``pending`` (still being made) and ``written`` will not be read: remove the files
+        there are, and mark the pending ones, whose writers then remove their files themselves."""
+        for name in pending:
             with contextlib.suppress(OSError):
-                open(gone, "w").close()
+                open(os.path.join(self.path, name + ".gone"), "w").close()
+        for name in [*pending, *written]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.path, name + ".arrow"))
 
     def tidy(self) -> None:
-        """Remove what writers that died mid-write left (``<name>.tmp-<pid>`` of a dead pid)."""
+        """Remove what writers that died mid-write left (``<name>.tmp-<pid>`` of a dead pid), and marks over
+        :data:`MARK_AGE_S` old (a writer that still comes after that leaves its file until this process ends)."""
+        now = time.time()
         with contextlib.suppress(FileNotFoundError):
             for entry in os.listdir(self.path):
+                path = os.path.join(self.path, entry)
                 _, _, pid = entry.rpartition(".tmp-")
-                if pid.isdigit() and _started(int(pid)) is None:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(os.path.join(self.path, entry))
+                with contextlib.suppress(FileNotFoundError):
+                    dead_writer = pid.isdigit() and _started(int(pid)) is None
+                    if dead_writer or entry.endswith(".gone") and now - os.stat(path).st_mtime > MARK_AGE_S:
+                        os.unlink(path)
 
     def remove(self) -> None:
         if os.getpid() == self.pid:
@@ -213,6 +222,22 @@ def write_block(table: pa.Table, folder: str, token: str, name: str = "", min_by
             os.unlink(os.path.join(folder, name + ".gone"))
         return table
     return SharedBlock(path, table.num_rows, table.nbytes)
+
+
+def fetch(client: Any, futures: list[Any]) -> list[pa.Table]:
+    """The blocks of ``futures``, from the workers holding them: through this process's inbox where they
+    share its host, else through Dask (a training rank reading its shard, an epoch's shuffled parts)."""
+    box = inbox()
+    if box is None:
+        return client.gather(futures)
+    handed = [client.submit(write_block, f, box.path, box.token, key=f"hand-off-{uuid.uuid4().hex}", pure=False)
+              for f in futures]
+    try:
+        return [box.open(result) for result in client.gather(handed)]
+    except BaseException:
+        box.abandon([str(h.key) for h in handed if h.status != "finished"],
+                    written=[str(h.key) for h in handed if h.status == "finished"])
+        raise
 
 
 @dataclass(frozen=True, eq=False)
