@@ -186,8 +186,9 @@ def combine_partials(partials: list[pa.Table], keys: tuple[str, ...], aggs: tupl
     result = pa.Table.from_pandas(out, preserve_index=False)
     for k in keys:  # pandas turns integer keys with a missing one into floats: back to the block's type
         wanted = concat([p.slice(0, 0) for p in partials]).schema.field(k).type
-        if not result.schema.field(k).type.equals(wanted):
-            result = result.set_column(result.schema.get_field_index(k), k, result.column(k).cast(wanted))
+        if not result.schema.field(k).type.equals(wanted):  # a key missing in every block: pandas made it NaN
+            column = pa.nulls(result.num_rows) if pa.types.is_null(wanted) else result.column(k).cast(wanted)
+            result = result.set_column(result.schema.get_field_index(k), k, column)
     return result
 
 

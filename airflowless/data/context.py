@@ -29,6 +29,8 @@ class DataContext:
     ``shared_memory_blocks``: blocks a consumer reads from a worker on its own
     host come through ``/dev/shm`` without copies (:mod:`.execution.handoff`);
     False sends them through Dask's sockets, as across hosts.
+    ``shared_memory_min_bytes``: smaller blocks come through Dask even so (a
+    file costs more than their copy).
     """
 
     max_tasks_in_flight_per_op: int | None = None
@@ -39,6 +41,7 @@ class DataContext:
     target_max_block_rows: int = 1_000_000
     optimizer_enabled: bool = True
     shared_memory_blocks: bool = True
+    shared_memory_min_bytes: int = 1 << 20
 
     _current: ClassVar[DataContext | None] = None
     _lock: ClassVar[threading.Lock] = threading.Lock()

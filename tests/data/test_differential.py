@@ -16,7 +16,7 @@ issue 13 (null groups, null sort keys, splits over a shuffle), kept as regressio
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,18 @@ from hypothesis import strategies as st
 from airflowless import data
 from airflowless.data import DataContext
 
-pytestmark = pytest.mark.usefixtures("cluster_client")
+pytestmark = pytest.mark.usefixtures("cluster_client", "every_block_through_shared_memory")
+
+
+@pytest.fixture(scope="module")
+def every_block_through_shared_memory() -> Iterator[None]:
+    """Every block the driver reads comes through /dev/shm here, however small (tests/data/test_shared_blocks.py
+    covers the rest of the hand-off; this checks its answers on every plan the properties draw)."""
+    ctx = DataContext.get_current()
+    saved = ctx.shared_memory_min_bytes
+    ctx.shared_memory_min_bytes = 0
+    yield
+    ctx.shared_memory_min_bytes = saved
 
 EXAMPLES = int(os.environ.get("DIFFERENTIAL_EXAMPLES", "25"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 25,

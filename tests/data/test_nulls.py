@@ -45,6 +45,15 @@ def test_nan_and_null_keys_are_one_group() -> None:
     assert got["sum(x)"].tolist() == [5, 10]
 
 
+@pytest.mark.parametrize("n_blocks", [1, 2])
+def test_a_key_missing_in_every_block_is_one_null_group(n_blocks: int) -> None:
+    table = pa.table({"k": pa.nulls(5), "x": [1.0, 2.0, 3.0, 4.0, 5.0]})  # typed null: nothing but missing keys
+    ds = data.from_arrow([table.slice(0, 2), table.slice(2)] if n_blocks == 2 else [table])
+    got = ds.groupby("k").aggregate(data.Count(), data.Sum("x")).to_arrow()
+    assert got.column("k").to_pylist() == [None] and got.column("count()").to_pylist() == [5]
+    assert got.column("sum(x)").to_pylist() == [15.0]
+
+
 @pytest.mark.parametrize("n_blocks", [1, 3])
 def test_a_group_of_only_missing_values_sums_to_zero(n_blocks: int) -> None:
     df = pd.DataFrame({"k": ["a", "a", "b", "b", "b", "c"], "x": [1.0, 2.0, np.nan, None, np.nan, 5.0]})

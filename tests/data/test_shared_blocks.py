@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(handoff.ROOT), reason="this ho
 
 
 def _wide(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """About 2.4 MB a block of 100,000 rows: over handoff.MIN_BYTES."""
+    """About 3 MB a block of 100,000 rows: over DataContext.shared_memory_min_bytes."""
     ids = batch["id"]
     return {"id": ids, "x": ids * 0.5, "y": ids % 7, "name": np.array([f"r{i}" for i in ids], dtype=object)}
 
@@ -103,9 +103,10 @@ def test_the_inbox_is_private_to_its_user() -> None:
 def test_a_worker_that_cannot_see_the_inbox_returns_the_block(tmp_path: Path) -> None:
     table = pa.table({"x": np.arange(500_000)})
     box = handoff.inbox()
-    assert handoff.write_block(table, box.path, "another consumer's token") is table
-    assert handoff.write_block(table, str(tmp_path / "not there"), box.token) is table
-    shared = handoff.write_block(table, box.path, box.token, "direct")
+    assert handoff.write_block(table, box.path, "another consumer's token", 0) is table
+    assert handoff.write_block(table, str(tmp_path / "not there"), box.token, 0) is table
+    assert handoff.write_block(table, box.path, box.token, table.nbytes + 1) is table
+    shared = handoff.write_block(table, box.path, box.token, 0, "direct")
     assert isinstance(shared, handoff.SharedBlock) and shared.rows == 500_000
     assert box.open(shared).equals(table) and _leftovers(box) == []
 

@@ -129,7 +129,8 @@ class Execution:
         """A task on the worker holding ``block`` that writes it into ``box`` (or returns it, see
         :mod:`.handoff`); it is ``op``'s for cancelling and for saying what a stalled stream waits for."""
         key = f"hand-off-{uuid.uuid4().hex}"
-        future = self.client.submit(handoff.write_block, block, box.path, box.token, key, key=key, pure=False)
+        future = self.client.submit(handoff.write_block, block, box.path, box.token, box.min_bytes(), key,
+                                    key=key, pure=False)
         self.owners[key] = op.name
         self.handed_off[key] = str(block.key)
         return future
@@ -288,8 +289,9 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
                 except StopIteration:
                     exhausted = True
                     break
-                large = average is None or average >= handoff.MIN_BYTES
-                window.append(ex.hand_off(op, block, box) if box is not None and large and not writes else block)
+                if box is not None and not writes and (average is None or average >= box.min_bytes()):
+                    block = ex.hand_off(op, block, box)
+                window.append(block)
             if not window:
                 return
             held = int(len(window) * max(fetched_bytes[-16:])) if average else 0

@@ -13,7 +13,8 @@ A block through Dask's socket is pickled, sent, received and unpickled: two
 copies and two passes over the bytes more.
 
 A worker that cannot see the inbox (another host, another container, another
-user) or holds a block smaller than :data:`MIN_BYTES` returns the block
+user) or holds a block smaller than ``DataContext.shared_memory_min_bytes``
+returns the block
 itself, which travels as before; nothing needs to know where workers run.
 
 Lifetimes, and what happens after a crash:
@@ -32,7 +33,7 @@ Lifetimes, and what happens after a crash:
 >>> import pyarrow as pa
 >>> box = inbox()
 >>> block = pa.table({"x": list(range(100_000))})
->>> shared = write_block(block, box.path, box.token, min_bytes=0)
+>>> shared = write_block(block, box.path, box.token, 0)
 >>> box.open(shared).equals(block), os.listdir(box.path) == [".token"]
 (True, True)
 """
@@ -55,10 +56,9 @@ import pyarrow as pa
 
 from ..transforms import BlockTransform
 
-__all__ = ["Inbox", "SharedBlock", "WriteShared", "fetch", "fused", "inbox", "sweep", "write_block", "MIN_BYTES"]
+__all__ = ["Inbox", "SharedBlock", "WriteShared", "fetch", "fused", "inbox", "sweep", "write_block"]
 
 ROOT = "/dev/shm"
-MIN_BYTES = 1 << 20  # smaller blocks travel through Dask: a file costs more than their copy
 MARK_AGE_S = 3600.0
 _TOKEN = ".token"
 
@@ -105,6 +105,13 @@ class Inbox:
         with open(os.path.join(self.path, _TOKEN), "w") as mark:
             mark.write(self.token)
         atexit.register(self.remove)
+
+    @staticmethod
+    def min_bytes() -> int:
+        """Blocks under this size come through Dask (``DataContext.shared_memory_min_bytes``)."""
+        from ..context import DataContext
+
+        return DataContext.get_current().shared_memory_min_bytes
 
     def open(self, result: Any) -> pa.Table:
         """The table of a :func:`write_block` result: mapped and unlinked, or the table that travelled."""
@@ -193,9 +200,10 @@ def _task_name() -> str:
         return uuid.uuid4().hex
 
 
-def write_block(table: pa.Table, folder: str, token: str, name: str = "", min_bytes: int = MIN_BYTES) -> Any:
+def write_block(table: pa.Table, folder: str, token: str, min_bytes: int, name: str = "") -> Any:
     """Run on the worker holding ``table``: write it into the inbox ``folder`` and return a
-    :class:`SharedBlock`; or return the table itself when it is small or the inbox is not visible here.
+    :class:`SharedBlock`; or return the table itself when it is under ``min_bytes`` or the inbox is not
+    visible here.
     The file is named ``name``, by default the running task's key."""
     if table.nbytes < min_bytes:
         return table
@@ -230,8 +238,8 @@ def fetch(client: Any, futures: list[Any]) -> list[pa.Table]:
     box = inbox()
     if box is None:
         return client.gather(futures)
-    handed = [client.submit(write_block, f, box.path, box.token, key=f"hand-off-{uuid.uuid4().hex}", pure=False)
-              for f in futures]
+    handed = [client.submit(write_block, f, box.path, box.token, box.min_bytes(),
+                            key=f"hand-off-{uuid.uuid4().hex}", pure=False) for f in futures]
     try:
         return [box.open(result) for result in client.gather(handed)]
     except BaseException:
@@ -246,10 +254,11 @@ class WriteShared(BlockTransform):
 
     folder: str
     token: str
+    min_bytes: int
     name: str = "HandOff"
 
     def __call__(self, table: pa.Table) -> Any:
-        return write_block(table, self.folder, self.token)
+        return write_block(table, self.folder, self.token, self.min_bytes)
 
 
 def fused(op: Any, box: Inbox) -> Any:
@@ -259,4 +268,4 @@ def fused(op: Any, box: Inbox) -> Any:
 
     if not isinstance(op, ReadOp | MapOp) or getattr(op, "pool", None) is not None:
         return None
-    return dataclasses.replace(op, transforms=(*op.transforms, WriteShared(box.path, box.token)))
+    return dataclasses.replace(op, transforms=(*op.transforms, WriteShared(box.path, box.token, box.min_bytes())))
