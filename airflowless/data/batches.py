@@ -67,6 +67,8 @@ def iter_batches(tables: Iterator[pa.Table], *, batch_size: int | None = 256, ba
                  local_shuffle_seed: int | None = None) -> Iterator[Any]:
     """``tables`` re-cut into batches of ``batch_size`` rows in ``batch_format`` (see the module)."""
     batch_format = check_format(batch_format)
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ConfigError(f"batch_size is a number of rows >= 1 (or None: whole blocks), got {batch_size!r}")
     if local_shuffle_buffer_size is not None:
         if isinstance(local_shuffle_buffer_size, bool) or not isinstance(local_shuffle_buffer_size, int) \
                 or local_shuffle_buffer_size < 1:

@@ -89,13 +89,14 @@ def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]
     :mod:`.execution.handoff`)."""
     with _execution(plan) as ex:
         physical = lower(optimize(plan))
-        box = handoff.inbox()
-        if box is not None:
-            physical = handoff.fused(physical, box) or physical
+        min_bytes = handoff.wanted()
+        box = handoff.inbox() if min_bytes is not None else None
+        if box is not None and min_bytes is not None:
+            physical = handoff.fused(physical, box, min_bytes) or physical
         bar = _progress(physical.planned_blocks(), desc)
         failed = False
         try:
-            yield from stream(ex, physical, fetch=True, progress=bar, box=box)
+            yield from stream(ex, physical, fetch=True, progress=bar, box=box, min_bytes=min_bytes or 0)
         except GeneratorExit:  # the consumer stopped early
             raise
         except BaseException:

@@ -208,8 +208,8 @@ def _mask(table: pa.Table, expr: Any) -> pa.Array:
         acero.Declaration("project", acero.ProjectNodeOptions([expr], ["mask"]))])
     mask = plan.to_table(use_threads=False).column(0)
     if not pa.types.is_boolean(mask.type):
-        raise pa.ArrowTypeError(f"a filter's expression must be a condition (true or false for each row), but "
-                                f"{expr} evaluates to {mask.type}; compare it, e.g. {expr} > 0")
+        raise ConfigError(f"a filter's expression must be a condition (true or false for each row), but "
+                          f"{expr} evaluates to {mask.type}; compare it, e.g. {expr} > 0")
     return mask.combine_chunks()
 
 

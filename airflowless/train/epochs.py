@@ -92,8 +92,10 @@ class EpochShuffle:
         start, stop = self.bounds
         return stop - start
 
-    def tables(self, epoch: int, client: Any) -> Iterator[pa.Table]:
-        """This rank's rows of ``epoch``, as the shuffled blocks that hold them (sliced at the ends)."""
+    def tables(self, epoch: int, client: Any, min_bytes: int | None = None) -> Iterator[pa.Table]:
+        """This rank's rows of ``epoch``, as the shuffled blocks that hold them (sliced at the ends); parts
+        held by another worker on this host come through /dev/shm when ``min_bytes`` says so
+        (:func:`..data.execution.handoff.fetch`)."""
         from distributed import get_worker
 
         try:
@@ -111,7 +113,7 @@ class EpochShuffle:
         del outputs  # the other parts are the other ranks' to hold
         while mine:
             future, first, rows = mine.pop(0)  # held no longer than it is read
-            table: pa.Table = local[future.key] if future.key in local else handoff.fetch(client, [future])[0]
+            table: pa.Table = local[future.key] if future.key in local else handoff.fetch(client, [future], min_bytes)[0]
             del future
             yield table.slice(first, rows)
 

@@ -29,6 +29,7 @@ class DataShard(batches.BatchIterable):
     name: str
     blocks: list[Any] | EpochShuffle  # futures of pyarrow Tables, or a shuffle made again each epoch
     rows: int
+    shared_memory_min_bytes: int | None = None  # blocks from this host's workers come through /dev/shm
     _epoch: int = field(default=0, init=False)  # iterations so far (each one an epoch)
 
     def count(self) -> int:
@@ -39,7 +40,7 @@ class DataShard(batches.BatchIterable):
 
         if isinstance(self.blocks, EpochShuffle):
             epoch, self._epoch = self._epoch, self._epoch + 1
-            yield from self.blocks.tables(epoch, get_client())
+            yield from self.blocks.tables(epoch, get_client(), self.shared_memory_min_bytes)
             return
         try:
             local = get_worker().data
@@ -58,7 +59,7 @@ class DataShard(batches.BatchIterable):
                 # Client.get_dataset does) or it never hears that they are in memory.
                 futures: list[Any] = [Future(k, client=client) for k in remote]
                 inform_scheduler_of_futures(client)
-                fetched = dict(zip(remote, handoff.fetch(client, futures), strict=True))
+                fetched = dict(zip(remote, handoff.fetch(client, futures, self.shared_memory_min_bytes), strict=True))
             for key in chunk:
                 yield local[key] if key in local else fetched[key]
 

@@ -1,4 +1,5 @@
-"""numpy_batches (the numpy path of iter_batches) gives exactly what a conversion per rebatched table gives."""
+"""numpy_batches (the numpy path of iter_batches) gives exactly what a conversion per rebatched table gives:
+values, types, shapes and whether each array may be written to."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ def _blocks(draw: st.DrawFn) -> list[pa.Table]:
             "b": pa.array([n % 3 == 0 for n in range(rows)]),
             "t": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(2 * rows, dtype=np.float32)), 2),
         }))
+        if rows > 1 and draw(st.booleans()):  # a block in two chunks, as a concatenation makes
+            tables[-1] = pa.concat_tables([tables[-1].slice(0, rows // 2), tables[-1].slice(rows // 2)])
     return tables
 
 
@@ -36,6 +39,7 @@ def test_numpy_batches_equal_a_conversion_per_batch(tables: list[pa.Table], batc
         assert a.keys() == b.keys()
         for name in a:
             assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+            assert a[name].flags.writeable == b[name].flags.writeable, name
             if a[name].dtype == object:
                 assert list(a[name]) == list(b[name]), name
             else:

@@ -7,6 +7,7 @@ to SIGKILL mid-stream, or is SIGKILLed itself (the next consumer's sweep).
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import os
 import signal
@@ -106,22 +107,50 @@ def test_a_worker_that_cannot_see_the_inbox_returns_the_block(tmp_path: Path) ->
     assert handoff.write_block(table, box.path, "another consumer's token", 0) is table
     assert handoff.write_block(table, str(tmp_path / "not there"), box.token, 0) is table
     assert handoff.write_block(table, box.path, box.token, table.nbytes + 1) is table
-    shared = handoff.write_block(table, box.path, box.token, 0, "direct")
+    shared = handoff.write_block(table, box.path, box.token, 0, "a key/with a slash " + "and a long name " * 20)
     assert isinstance(shared, handoff.SharedBlock) and shared.rows == 500_000
     assert box.open(shared).equals(table) and _leftovers(box) == []
 
 
-def test_a_writer_that_died_mid_write_is_tidied(tmp_path: Path) -> None:
+def test_a_writer_that_died_mid_write_is_tidied() -> None:
     box = handoff.inbox()
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead = int(gone.stdout)
-    half = Path(box.path) / f"some-block.tmp-{dead}"
+    half = Path(box.path) / "some-block.tmp-dead"  # its writer's lock went with the writer
     half.write_bytes(b"half a block")
-    mine = Path(box.path) / f"other-block.tmp-{os.getpid()}"  # a live writer's: kept
-    mine.write_bytes(b"being written")
-    box.tidy()
-    assert not half.exists() and mine.exists()
-    mine.unlink()
+    busy = Path(box.path) / "other-block.tmp-busy"
+    busy.write_bytes(b"being written")
+    with open(busy, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a live writer's
+        box.tidy()
+    assert not half.exists() and busy.exists()
+    busy.unlink()
+
+
+def test_a_block_whose_column_changes_dictionary_comes_through(context: DataContext, cluster_client) -> None:  # noqa: ANN001
+    parts = [pa.DictionaryArray.from_arrays(pa.array(np.arange(200_000) % 3, pa.int32()),
+                                            pa.array([f"{p}-a", f"{p}-b", f"{p}-c"])) for p in "xy"]
+    table = pa.table({"d": pa.chunked_array(parts), "n": np.arange(400_000)})  # one column, two dictionaries
+    context.shared_memory_min_bytes = 0
+    try:
+        got = data.from_arrow([table]).map_batches(lambda t: t, batch_format="pyarrow").to_arrow()
+    finally:
+        context.shared_memory_min_bytes = DataContext().shared_memory_min_bytes
+    assert last_execution().shared_blocks == 1
+    assert got.column("d").to_pylist() == table.column("d").to_pylist()
+
+
+def test_operator_names_that_are_no_file_names_still_hand_off(context: DataContext, cluster_client) -> None:  # noqa: ANN001
+    ds = data.range(200_000, parallelism=2).map_batches(_wide).filter(expr="x / 2 >= 0")  # a "/" in each key
+    assert sum(len(b["id"]) for b in _batches(ds)) == 200_000
+    assert last_execution().shared_blocks == 2
+
+
+def test_a_full_dev_shm_sends_the_block_through_dask(monkeypatch: pytest.MonkeyPatch) -> None:
+    box = handoff.inbox()
+    table = pa.table({"x": np.arange(500_000)})
+    free = os.statvfs(box.path)
+    monkeypatch.setattr(handoff, "HEADROOM_BYTES", free.f_bavail * free.f_frsize)  # no room left for anyone
+    assert handoff.write_block(table, box.path, box.token, 0) is table
+    assert _leftovers(box) == []
 
 
 SLOW_STREAM = """\
@@ -190,6 +219,7 @@ def test_a_driver_killed_mid_stream_has_its_inbox_swept(tmp_path: Path, home: Pa
         assert driver.stdout.readline().strip() == "STREAMING"
         folder = inbox_line[1]
         assert os.path.isdir(folder)
+        assert folder not in handoff.sweep()  # its owner lives (whatever pid namespace it is in)
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=30)
     finally:
@@ -218,7 +248,7 @@ def test_a_rank_reads_the_blocks_another_worker_holds_through_its_inbox(cluster_
     holders = cluster_client.who_has(list(plan.blocks))
     reader = sorted(cluster_client.scheduler_info()["workers"])[0]
     assert any(reader not in holders[b.key] for b in plan.blocks), "every block is on one worker"
-    shard = DataShard("train", list(plan.blocks), sum(plan.rows))
+    shard = DataShard("train", list(plan.blocks), sum(plan.rows), handoff.wanted())
     with get_task_stream(cluster_client) as stream:
         rows, total = cluster_client.submit(_read_shard, shard, workers=[reader], pure=False).result()
     assert (rows, total) == (400_000, sum(range(400_000)))

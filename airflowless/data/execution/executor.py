@@ -125,14 +125,12 @@ class Execution:
         future.add_done_callback(done)
         return future
 
-    def hand_off(self, op: PhysicalOp, block: Future, box: handoff.Inbox) -> Future:
+    def hand_off(self, op: PhysicalOp, block: Future, box: handoff.Inbox, min_bytes: int) -> Future:
         """A task on the worker holding ``block`` that writes it into ``box`` (or returns it, see
         :mod:`.handoff`); it is ``op``'s for cancelling and for saying what a stalled stream waits for."""
-        key = f"hand-off-{uuid.uuid4().hex}"
-        future = self.client.submit(handoff.write_block, block, box.path, box.token, box.min_bytes(), key,
-                                    key=key, pure=False)
-        self.owners[key] = op.name
-        self.handed_off[key] = str(block.key)
+        future = box.hand_off(self.client, block, min_bytes)
+        self.owners[str(future.key)] = op.name
+        self.handed_off[str(future.key)] = str(block.key)
         return future
 
     def pool(self, op: PhysicalOp, low: int, high: int | None) -> WorkerPool:
@@ -204,9 +202,14 @@ class Execution:
         block of a materialized Dataset handed out by a stopped consumer must
         not be cancelled: the Dataset still needs it.
         """
+        from distributed import Future
+
         for future in futures:
             if str(future.key) in self.owners:
                 future.cancel()
+            block = self.handed_off.get(str(future.key))
+            if block in self.owners:  # the task making a hand-off's block: cancelling the hand-off leaves it
+                Future(block, self.client).cancel()
 
     def publish_live(self, top: PhysicalOp, held_bytes: int, waiting: str = "", *, finished: bool = False) -> None:
         """Tell the scheduler how this execution goes (:mod:`airflowless.control.live`), when due."""
@@ -236,12 +239,14 @@ class Execution:
         return max(1, min(self.max_in_flight, int(self.budget // average_bytes)))
 
     def stall(self, waiting: list[Future], idle_s: float) -> StallError:
-        keys = [self.handed_off.get(str(f.key), str(f.key)) for f in waiting]  # a hand-off waits for its block
-
+        keys = [str(f.key) for f in waiting]
         try:
-            found = task_states(self.client, keys)
+            found = task_states(self.client, keys + [self.handed_off[k] for k in keys if k in self.handed_off])
         except Exception:  # the scheduler itself is unreachable
             found = {}
+        block = self.handed_off.get(keys[0]) if keys else None
+        if block is not None and found.get(block, ("memory",))[0] != "memory":
+            keys[0] = block  # a hand-off waiting for its block: say why the block is not there
         workers = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
         head = keys[0] if keys else ""
         op = self.owners.get(head, "?")
@@ -263,13 +268,13 @@ class Execution:
 
 
 def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any = None,
-           box: handoff.Inbox | None = None) -> Iterator[Any]:
+           box: handoff.Inbox | None = None, min_bytes: int = 0) -> Iterator[Any]:
     """Blocks of ``op`` in order (tables if ``fetch``, else finished futures), with backpressure.
 
-    With an inbox ``box``, fetched blocks come from workers on this host through shared memory
-    (:mod:`.handoff`): written by ``op``'s own tasks when :func:`.handoff.fused` made it so, else by a
-    task more per block while blocks are large enough to pay for it. Small blocks, and all of them
-    across hosts, come through Dask.
+    With an inbox ``box``, fetched blocks of ``min_bytes`` or more come from workers on this host
+    through shared memory (:mod:`.handoff`): written by ``op``'s own tasks when :func:`.handoff.fused`
+    made it so, else by a task more per block while blocks are that large. Smaller blocks, and all of
+    them across hosts, come through Dask.
     """
     from distributed import wait
 
@@ -289,8 +294,8 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
                 except StopIteration:
                     exhausted = True
                     break
-                if box is not None and not writes and (average is None or average >= box.min_bytes()):
-                    block = ex.hand_off(op, block, box)
+                if box is not None and not writes and (average is None or average >= min_bytes):
+                    block = ex.hand_off(op, block, box, min_bytes)
                 window.append(block)
             if not window:
                 return
@@ -327,12 +332,12 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
                 progress.update(1)
             yield table
     finally:
-        if box is not None:  # before cancelling, which makes every future done
-            mine = [f for f in window if writes or str(f.key) in ex.handed_off]
-            box.abandon([str(f.key) for f in mine if f.status != "finished"],
-                        written=[str(f.key) for f in mine if f.status == "finished"])
-        ex.cancel(window)
-        if box is not None:
-            box.tidy()
-        source.close()  # type: ignore[attr-defined]
-        ex.publish_live(op, 0, finished=True)
+        try:
+            if box is not None:  # before cancelling, which makes every future done
+                box.let_go([f for f in window if writes or str(f.key) in ex.handed_off])
+            ex.cancel(window)
+            if box is not None:
+                box.tidy()
+        finally:
+            source.close()  # type: ignore[attr-defined]
+            ex.publish_live(op, 0, finished=True)

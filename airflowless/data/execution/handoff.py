@@ -1,34 +1,37 @@
 """Blocks handed to a process on the same host through shared memory instead of Dask's sockets.
 
 A consumer (the driver iterating a Dataset, a rank reading its shard) owns an
-*inbox*: a folder under ``/dev/shm`` that only its user can open (0700),
-named after the consumer's pid and start time. The task that makes a block it
-will read ends with :class:`WriteShared` (a read or a map: :func:`fused`);
-any other block gets a :func:`write_block` task of its own, which Dask runs
-on the worker that holds it. Either writes the block there as an Arrow IPC
-file and returns a small :class:`SharedBlock`. The consumer memory-maps the
-file, reads it without a copy and unlinks it at once: the mapping keeps the
-pages for as long as the table's buffers live, and the folder is empty again.
-A block through Dask's socket is pickled, sent, received and unpickled: two
-copies and two passes over the bytes more.
+*inbox*: a folder under ``/dev/shm`` that only its user can open (0700). The
+task that makes a block the consumer will read ends with :class:`WriteShared`
+(a read or a map: :func:`fused`); any other block gets a :func:`write_block`
+task of its own (:meth:`Inbox.hand_off`), which Dask runs first on the worker
+that holds it. Either writes the block into the inbox as an Arrow IPC stream
+and returns a small :class:`SharedBlock`. The consumer memory-maps the file,
+reads it without a copy and unlinks it at once (:meth:`Inbox.open`): the
+mapping keeps the pages for as long as the table's buffers live, and the
+folder is empty again. A block through Dask's socket is pickled, sent,
+received and unpickled: two copies and two passes over the bytes more.
 
 A worker that cannot see the inbox (another host, another container, another
-user) or holds a block smaller than ``DataContext.shared_memory_min_bytes``
-returns the block
-itself, which travels as before; nothing needs to know where workers run.
+user), holds a block under ``DataContext.shared_memory_min_bytes``, or finds
+``/dev/shm`` short of room (a quarter of it, and at least 256 MB, stays free
+for others: NCCL and torch's DataLoader use it too) returns the block itself,
+which travels as before; nothing needs to know where workers run.
 
-Lifetimes, and what happens after a crash:
+Lifetimes, and what happens after a crash. Liveness is told by ``flock``
+locks, not pids (pids repeat, and containers sharing ``/dev/shm`` see other
+pids):
 
 - consumed: the file is unlinked as soon as it is mapped;
-- abandoned (a consumer stops early): :meth:`Inbox.abandon` unlinks the files
+- abandoned (a consumer stops early): :meth:`Inbox.let_go` unlinks the files
   already written and leaves a ``.gone`` mark for a block still being made,
-  which its writer sees after its rename and removes its file itself (marks
-  go after an hour, :meth:`Inbox.tidy`);
-- a writer killed mid-write leaves ``<name>.tmp-<pid>``: :meth:`Inbox.tidy`
-  (run when each stream ends) removes those whose writer is dead;
-- the consumer killed: its whole inbox is removed by the next :func:`inbox`
-  made on the host (or :func:`sweep`), which removes every inbox whose owner
-  is gone, and by the consumer's own exit otherwise.
+  which its writer sees after its rename and unlinks its own file; marks go
+  after :data:`MARK_AGE_S` (:meth:`Inbox.tidy`);
+- a writer killed mid-write leaves ``<name>.tmp-<id>`` that nobody holds
+  locked any more: :meth:`Inbox.tidy` (run when each stream ends) removes it;
+- the consumer killed: its inbox's ``.token`` is no longer locked, and the
+  next :func:`inbox` made on the host (or :func:`sweep`) removes the folder;
+  the consumer's own exit removes it otherwise.
 
 >>> import pyarrow as pa
 >>> box = inbox()
@@ -43,12 +46,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import os
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,11 +60,13 @@ import pyarrow as pa
 
 from ..transforms import BlockTransform
 
-__all__ = ["Inbox", "SharedBlock", "WriteShared", "fetch", "fused", "inbox", "sweep", "write_block"]
+__all__ = ["Inbox", "SharedBlock", "WriteShared", "fetch", "fused", "inbox", "sweep", "wanted", "write_block"]
 
 ROOT = "/dev/shm"
-MARK_AGE_S = 3600.0
+MARK_AGE_S = 3600.0  # a writer still running this long after its consumer stopped leaves its file to the exit
+HEADROOM_BYTES = 256 << 20  # /dev/shm kept free for others (and a quarter of it)
 _TOKEN = ".token"
+_NEW = ".new-"  # an inbox being made: renamed into place once its token is locked
 
 
 @dataclass(frozen=True)
@@ -72,25 +78,39 @@ class SharedBlock:
     nbytes: int
 
 
-def _started(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot), None if there is none."""
+def file_name(key: str) -> str:
+    """The file a task's block is written to: a digest of its key (keys hold ``/`` and run long)."""
+    return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+
+def _held(path: str) -> bool:
+    """Whether a live process holds ``path``'s lock (an inbox's token, a writer's scratch file)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return None
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _base() -> str | None:
-    """``/dev/shm/airflowless-<uid>``, made private to this user; None where it cannot be (no /dev/shm)."""
+    """``/dev/shm/airflowless-<uid>``, private to this user; None where it cannot be (no /dev/shm, Windows,
+    a folder of that name that is somebody else's or open to others)."""
+    if os.name != "posix" or not os.path.isdir(ROOT):
+        return None
     base = os.path.join(ROOT, f"airflowless-{os.getuid()}")
     try:
         os.makedirs(base, mode=0o700, exist_ok=True)
         found = os.lstat(base)
     except OSError:
         return None
-    if found.st_uid != os.getuid() or found.st_mode & 0o077 or not os.path.isdir(base) or os.path.islink(base):
-        return None  # somebody else's, or opened to others: not a place for our blocks
+    if os.path.islink(base) or not os.path.isdir(base) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        return None
     return base
 
 
@@ -100,71 +120,102 @@ class Inbox:
     def __init__(self, base: str) -> None:
         self.pid = os.getpid()
         self.token = uuid.uuid4().hex
-        self.path = os.path.join(base, f"{self.pid}-{_started(self.pid)}")
-        os.makedirs(self.path, mode=0o700, exist_ok=True)
-        with open(os.path.join(self.path, _TOKEN), "w") as mark:
-            mark.write(self.token)
+        self.path = os.path.join(base, f"{self.pid}-{self.token[:12]}")
+        making = os.path.join(base, _NEW + self.token)
+        os.mkdir(making, 0o700)
+        try:
+            self._lock = os.open(os.path.join(making, _TOKEN), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fcntl.flock(self._lock, fcntl.LOCK_SH)  # held while this process lives: how a sweep tells
+            os.write(self._lock, self.token.encode())
+            os.rename(making, self.path)
+        except OSError:
+            shutil.rmtree(making, ignore_errors=True)
+            raise
         atexit.register(self.remove)
 
-    @staticmethod
-    def min_bytes() -> int:
-        """Blocks under this size come through Dask (``DataContext.shared_memory_min_bytes``)."""
-        from ..context import DataContext
-
-        return DataContext.get_current().shared_memory_min_bytes
+    def hand_off(self, client: Any, block: Any, min_bytes: int) -> Any:
+        """A :func:`write_block` task on ``block`` (a future), run ahead of other ready tasks where it is."""
+        return client.submit(write_block, block, self.path, self.token, min_bytes,
+                             key=f"hand-off-{uuid.uuid4().hex}", pure=False, priority=1)
 
     def open(self, result: Any) -> pa.Table:
         """The table of a :func:`write_block` result: mapped and unlinked, or the table that travelled."""
         if not isinstance(result, SharedBlock):
             return result
-        with pa.memory_map(result.path) as source:
-            table = pa.ipc.open_file(source).read_all()  # buffers keep the mapping alive after close
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(result.path)
-        return table
-
-    def abandon(self, pending: Sequence[str], written: Sequence[str] = ()) -> None:
-        """The blocks named ``pending`` (still being made) and ``written`` will not be read: remove the files
-        there are, and mark the pending ones, whose writers then remove their files themselves."""
-        for name in pending:
+        if os.path.dirname(result.path) != self.path:
+            raise ValueError(f"{result.path} is not in this process's inbox {self.path}")
+        try:
+            with pa.memory_map(result.path) as source:
+                return pa.ipc.open_stream(source).read_all()  # its buffers keep the mapping after close
+        finally:
             with contextlib.suppress(OSError):
-                open(os.path.join(self.path, name + ".gone"), "w").close()
-        for name in [*pending, *written]:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.path, name + ".arrow"))
+                os.unlink(result.path)
+
+    def let_go(self, futures: list[Any]) -> None:
+        """The blocks of these hand-off ``futures`` will not be read: remove the files written, and mark the
+        blocks still being made, whose writers then unlink their files themselves. Call before cancelling
+        them (a cancelled future counts as done)."""
+        for future in futures:
+            name = os.path.join(self.path, file_name(str(future.key)))
+            with contextlib.suppress(OSError):
+                if future.status != "finished":
+                    open(name + ".gone", "w").close()
+            with contextlib.suppress(OSError):
+                os.unlink(name + ".arrow")
 
     def tidy(self) -> None:
-        """Remove what writers that died mid-write left (``<name>.tmp-<pid>`` of a dead pid), and marks over
-        :data:`MARK_AGE_S` old (a writer that still comes after that leaves its file until this process ends)."""
+        """Remove what writers killed mid-write left (scratch files nobody holds locked), and marks older
+        than :data:`MARK_AGE_S`."""
         now = time.time()
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             for entry in os.listdir(self.path):
                 path = os.path.join(self.path, entry)
-                _, _, pid = entry.rpartition(".tmp-")
-                with contextlib.suppress(FileNotFoundError):
-                    dead_writer = pid.isdigit() and _started(int(pid)) is None
-                    if dead_writer or entry.endswith(".gone") and now - os.stat(path).st_mtime > MARK_AGE_S:
+                with contextlib.suppress(OSError):
+                    if ".tmp-" in entry and not _held(path) or \
+                            entry.endswith(".gone") and now - os.stat(path).st_mtime > MARK_AGE_S:
                         os.unlink(path)
 
     def remove(self) -> None:
+        """Remove the inbox and what is in it (at this process's exit; never from a forked child)."""
         if os.getpid() == self.pid:
             shutil.rmtree(self.path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.close(self._lock)
 
 
 _inbox: Inbox | None = None
 _lock = threading.Lock()
 
 
-def inbox() -> Inbox | None:
-    """This process's inbox (made on first use, after a :func:`sweep`), or None where shared memory is
-    unavailable or turned off (``DataContext.shared_memory_blocks``)."""
-    global _inbox
+def _forget() -> None:
+    """In a forked child: the parent's inbox and lock are not this process's."""
+    global _inbox, _lock
+    _inbox, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
+
+
+def wanted() -> int | None:
+    """The smallest block this process's consumers take through shared memory; None when they take none
+    (``DataContext.shared_memory_blocks`` and ``shared_memory_min_bytes``).
+
+    >>> wanted()
+    1048576
+    """
     from ..context import DataContext
 
-    if not DataContext.get_current().shared_memory_blocks:
-        return None
+    ctx = DataContext.get_current()
+    return ctx.shared_memory_min_bytes if ctx.shared_memory_blocks else None
+
+
+def inbox() -> Inbox | None:
+    """This process's inbox (made on first use, after a :func:`sweep`), or None where there can be none
+    (no ``/dev/shm``, or it is full)."""
+    global _inbox
     with _lock:
-        if _inbox is None or _inbox.pid != os.getpid():  # a forked child makes its own
+        if _inbox is None or _inbox.pid != os.getpid():
             base = _base()
             if base is None:
                 return None
@@ -177,74 +228,95 @@ def inbox() -> Inbox | None:
 
 
 def sweep(base: str | None = None) -> list[str]:
-    """Remove the inboxes whose owning process is gone (killed, or exited without cleaning); their paths."""
+    """Remove the inboxes whose owner is gone (killed, or exited without cleaning), and inboxes left half
+    made a minute ago or more; their paths.
+
+    >>> sweep() == [] or None                 # a fresh host, or one whose consumers all ended well
+    True
+    """
     base = base or _base()
     removed: list[str] = []
     if base is None:
         return removed
-    for entry in os.listdir(base):
-        pid, _, started = entry.partition("-")
-        if pid.isdigit() and _started(int(pid)) != started:
-            shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
-            removed.append(os.path.join(base, entry))
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(base):
+            path = os.path.join(base, entry)
+            with contextlib.suppress(OSError):
+                if entry.startswith(_NEW) and time.time() - os.stat(path).st_mtime < 60:
+                    continue  # being made right now
+                if entry.startswith(_NEW) or not _held(os.path.join(path, _TOKEN)):
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed.append(path)
     return removed
 
 
-def _task_name() -> str:
-    """The key of the task running this (the name :meth:`Inbox.abandon` knows its file by)."""
+def _task_key() -> str:
+    """The key of the task running this (the name :meth:`Inbox.let_go` knows its file by)."""
     from distributed import get_worker
 
     try:
         return str(get_worker().get_current_task())
-    except ValueError:  # not in a task: nobody will abandon it by name
+    except ValueError:  # not in a task: nobody will let it go by name
         return uuid.uuid4().hex
 
 
-def write_block(table: pa.Table, folder: str, token: str, min_bytes: int, name: str = "") -> Any:
+def _room(folder: str, nbytes: int) -> bool:
+    """Whether ``nbytes`` more leave /dev/shm a quarter free, and at least :data:`HEADROOM_BYTES`."""
+    found = os.statvfs(folder)
+    free, size = found.f_bavail * found.f_frsize, found.f_blocks * found.f_frsize
+    return free - nbytes >= max(size // 4, HEADROOM_BYTES)
+
+
+def write_block(table: pa.Table, folder: str, token: str, min_bytes: int, key: str = "") -> Any:
     """Run on the worker holding ``table``: write it into the inbox ``folder`` and return a
-    :class:`SharedBlock`; or return the table itself when it is under ``min_bytes`` or the inbox is not
-    visible here.
-    The file is named ``name``, by default the running task's key."""
+    :class:`SharedBlock`; or return the table itself when it is under ``min_bytes``, the inbox is not
+    visible here, or /dev/shm is short of room. The file is named after ``key``, by default the running
+    task's."""
     if table.nbytes < min_bytes:
         return table
     try:
         with open(os.path.join(folder, _TOKEN)) as mark:
-            if mark.read() != token:
+            if mark.read() != token or not _room(folder, table.nbytes):
                 return table
     except OSError:
         return table  # another host, container or user
-    name = name or _task_name()
-    path = os.path.join(folder, name + ".arrow")
-    scratch = f"{path[:-len('.arrow')]}.tmp-{os.getpid()}"
+    name = os.path.join(folder, file_name(key or _task_key()))
+    scratch = f"{name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
-        with pa.OSFile(scratch, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        os.rename(scratch, path)
-    except OSError:  # /dev/shm full, or the inbox removed meanwhile: the block travels as before
+        held = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return table
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # while it is written: tidy() leaves it alone
+        with pa.OSFile(scratch, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)  # a stream takes a new dictionary per batch; a file would refuse it
+        os.rename(scratch, name + ".arrow")
+    except (OSError, pa.ArrowException):  # /dev/shm full, the inbox gone, a type IPC cannot hold
         with contextlib.suppress(OSError):
             os.unlink(scratch)
         return table
-    if os.path.exists(os.path.join(folder, name + ".gone")):  # the consumer stopped waiting for it
+    finally:
+        os.close(held)
+    if os.path.exists(name + ".gone"):  # the consumer stopped waiting for it
         with contextlib.suppress(OSError):
-            os.unlink(path)
-            os.unlink(os.path.join(folder, name + ".gone"))
+            os.unlink(name + ".arrow")
         return table
-    return SharedBlock(path, table.num_rows, table.nbytes)
+    return SharedBlock(name + ".arrow", table.num_rows, table.nbytes)
 
 
-def fetch(client: Any, futures: list[Any]) -> list[pa.Table]:
+def fetch(client: Any, futures: list[Any], min_bytes: int | None) -> list[pa.Table]:
     """The blocks of ``futures``, from the workers holding them: through this process's inbox where they
-    share its host, else through Dask (a training rank reading its shard, an epoch's shuffled parts)."""
-    box = inbox()
-    if box is None:
+    share its host and are ``min_bytes`` or more, else through Dask (None: all through Dask). For a rank
+    reading its shard, or an epoch's shuffled parts; ``min_bytes`` is the driver's :func:`wanted`."""
+    box = inbox() if min_bytes is not None else None
+    if box is None or min_bytes is None:
         return client.gather(futures)
-    handed = [client.submit(write_block, f, box.path, box.token, box.min_bytes(),
-                            key=f"hand-off-{uuid.uuid4().hex}", pure=False) for f in futures]
+    handed = [box.hand_off(client, future, min_bytes) for future in futures]
     try:
         return [box.open(result) for result in client.gather(handed)]
     except BaseException:
-        box.abandon([str(h.key) for h in handed if h.status != "finished"],
-                    written=[str(h.key) for h in handed if h.status == "finished"])
+        box.let_go(handed)
+        box.tidy()
         raise
 
 
@@ -261,11 +333,11 @@ class WriteShared(BlockTransform):
         return write_block(table, self.folder, self.token, self.min_bytes)
 
 
-def fused(op: Any, box: Inbox) -> Any:
+def fused(op: Any, box: Inbox, min_bytes: int) -> Any:
     """``op`` with its tasks writing their blocks into ``box``, when it is a read or a map on no actor
     pool (the task that makes a block writes it); None otherwise."""
     from ..physical.operators import MapOp, ReadOp
 
     if not isinstance(op, ReadOp | MapOp) or getattr(op, "pool", None) is not None:
         return None
-    return dataclasses.replace(op, transforms=(*op.transforms, WriteShared(box.path, box.token, box.min_bytes())))
+    return dataclasses.replace(op, transforms=(*op.transforms, WriteShared(box.path, box.token, min_bytes)))
