@@ -44,7 +44,8 @@ class BatchIterable:
                      local_shuffle_seed: int | None = None) -> Iterator[Any]:
         """Batches of ``batch_size`` rows (across block boundaries), in order, or drawn at random from a
         buffer of ``local_shuffle_buffer_size`` rows (see the module). ``prefetch_batches`` is Ray's and is
-        accepted: a Dataset's executor keeps a window of blocks in flight, a shard fetches four at a time."""
+        accepted: a Dataset's executor keeps a window of blocks in flight, a shard fetches four at a time
+        and asks for the next four meanwhile."""
         yield from iter_batches(self._iteration_tables(), batch_size=batch_size, batch_format=batch_format,
                                 drop_last=drop_last, local_shuffle_buffer_size=local_shuffle_buffer_size,
                                 local_shuffle_seed=local_shuffle_seed)

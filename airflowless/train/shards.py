@@ -47,21 +47,32 @@ class DataShard(batches.BatchIterable):
         except ValueError:
             local = {}
         keys = [block.key for block in self.blocks]
-        client = None
-        for start in range(0, len(keys), prefetch):
-            chunk = keys[start:start + prefetch]
+        chunks = [keys[start:start + prefetch] for start in range(0, len(keys), prefetch)]
+        min_bytes = self.shared_memory_min_bytes
+
+        def ask(chunk: list[Any]) -> tuple[list[Any], handoff.Fetch] | None:
             remote = [k for k in chunk if k not in local]
-            fetched: dict[Any, pa.Table] = {}
-            if remote:
-                client = client or get_client()
-                # The futures belong to the driver's client: fetch the keys through this
-                # process's client, which must tell the scheduler it wants them (as
-                # Client.get_dataset does) or it never hears that they are in memory.
-                futures: list[Any] = [Future(k, client=client) for k in remote]
-                inform_scheduler_of_futures(client)
-                fetched = dict(zip(remote, handoff.fetch(client, futures, self.shared_memory_min_bytes), strict=True))
-            for key in chunk:
-                yield local[key] if key in local else fetched[key]
+            if not remote:
+                return None
+            client = get_client()
+            # The futures belong to the driver's client: fetch the keys through this
+            # process's client, which must tell the scheduler it wants them (as
+            # Client.get_dataset does) or it never hears that they are in memory.
+            futures: list[Any] = [Future(k, client=client) for k in remote]
+            inform_scheduler_of_futures(client)
+            return remote, handoff.request(client, futures, min_bytes)
+
+        asked = ask(chunks[0]) if chunks else None
+        try:
+            for index, chunk in enumerate(chunks):
+                current = asked
+                asked = ask(chunks[index + 1]) if index + 1 < len(chunks) else None  # on their way meanwhile
+                fetched = dict(zip(current[0], current[1].tables(), strict=True)) if current else {}
+                for key in chunk:
+                    yield local[key] if key in local else fetched[key]
+        finally:
+            if asked is not None:  # the loop stopped early: the next chunk's files go
+                asked[1].drop()
 
     def _iteration_tables(self) -> Iterator[pa.Table]:
         return self._tables()  # iter_rows, iter_batches, iter_torch_batches: see data.batches

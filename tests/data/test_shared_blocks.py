@@ -25,6 +25,7 @@ from airflowless import data
 from airflowless.data import DataContext
 from airflowless.data.consume import last_execution
 from airflowless.data.execution import handoff
+from airflowless.train.shards import DataShard
 from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(handoff.ROOT), reason="this host has no /dev/shm")
@@ -160,6 +161,7 @@ import airflowless
 from airflowless import data
 from airflowless.data.consume import last_execution
 from airflowless.data.execution import handoff
+from airflowless.train.shards import DataShard
 
 def wide(batch):
     time.sleep(0.3)
@@ -242,7 +244,6 @@ def _read_shard(shard: object) -> tuple[int, int]:
 def test_a_rank_reads_the_blocks_another_worker_holds_through_its_inbox(cluster_client) -> None:  # noqa: ANN001
     from distributed import get_task_stream
 
-    from airflowless.train.shards import DataShard
 
     plan = data.range(400_000, parallelism=4).map_batches(_wide).materialize().plan
     holders = cluster_client.who_has(list(plan.blocks))
@@ -253,3 +254,22 @@ def test_a_rank_reads_the_blocks_another_worker_holds_through_its_inbox(cluster_
         rows, total = cluster_client.submit(_read_shard, shard, workers=[reader], pure=False).result()
     assert (rows, total) == (400_000, sum(range(400_000)))
     assert any(str(task["key"]).startswith("hand-off-") for task in stream.data)
+
+
+def _first_batch_then_leftovers(shard: object) -> list[str]:
+    import time
+
+    for _ in shard.iter_batches(batch_size=10):  # type: ignore[attr-defined]
+        break  # the next four blocks were already asked for
+    box = handoff.inbox()
+    deadline = time.monotonic() + 30
+    while _leftovers(box) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _leftovers(box)
+
+
+def test_a_rank_that_stops_early_leaves_no_block_behind(cluster_client) -> None:  # noqa: ANN001
+    plan = data.range(800_000, parallelism=8).map_batches(_wide).materialize().plan
+    reader = sorted(cluster_client.scheduler_info()["workers"])[0]
+    shard = DataShard("train", list(plan.blocks), sum(plan.rows), handoff.wanted())
+    assert cluster_client.submit(_first_batch_then_leftovers, shard, workers=[reader], pure=False).result() == []

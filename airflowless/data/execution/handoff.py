@@ -60,7 +60,8 @@ import pyarrow as pa
 
 from ..transforms import BlockTransform
 
-__all__ = ["Inbox", "SharedBlock", "WriteShared", "fetch", "fused", "inbox", "sweep", "wanted", "write_block"]
+__all__ = ["Fetch", "Inbox", "SharedBlock", "WriteShared", "fetch", "fused", "inbox", "request", "sweep", "wanted",
+           "write_block"]
 
 ROOT = "/dev/shm"
 MARK_AGE_S = 3600.0  # a writer still running this long after its consumer stopped leaves its file to the exit
@@ -304,20 +305,45 @@ def write_block(table: pa.Table, folder: str, token: str, min_bytes: int, key: s
     return SharedBlock(name + ".arrow", table.num_rows, table.nbytes)
 
 
-def fetch(client: Any, futures: list[Any], min_bytes: int | None) -> list[pa.Table]:
-    """The blocks of ``futures``, from the workers holding them: through this process's inbox where they
-    share its host and are ``min_bytes`` or more, else through Dask (None: all through Dask). For a rank
-    reading its shard, or an epoch's shuffled parts; ``min_bytes`` is the driver's :func:`wanted`."""
+@dataclass
+class Fetch:
+    """Blocks asked for with :func:`request`: collect them with :meth:`tables`, or :meth:`drop` them."""
+
+    client: Any
+    futures: list[Any]  # the blocks' hand-offs into ``box``; the blocks themselves where ``box`` is None
+    box: Inbox | None = None
+
+    def tables(self) -> list[pa.Table]:
+        try:
+            results = self.client.gather(self.futures)
+            return [self.box.open(r) for r in results] if self.box is not None else results
+        except BaseException:
+            self.drop()
+            raise
+
+    def drop(self) -> None:
+        """Let the blocks go unread: their files are removed, their hand-offs cancelled (never the blocks:
+        they are the dataset's)."""
+        if self.box is not None:
+            self.box.let_go(self.futures)
+            self.client.cancel(self.futures)
+            self.box.tidy()
+
+
+def request(client: Any, futures: list[Any], min_bytes: int | None) -> Fetch:
+    """Start fetching the blocks of ``futures`` from the workers holding them: through this process's inbox
+    where they share its host and are ``min_bytes`` or more (their hand-offs start now, so a consumer can
+    ask for the next blocks before it reads these), else through Dask (``min_bytes`` None: all of them).
+    For a rank reading its shard or an epoch's parts; ``min_bytes`` is the driver's :func:`wanted`."""
     box = inbox() if min_bytes is not None else None
     if box is None or min_bytes is None:
-        return client.gather(futures)
-    handed = [box.hand_off(client, future, min_bytes) for future in futures]
-    try:
-        return [box.open(result) for result in client.gather(handed)]
-    except BaseException:
-        box.let_go(handed)
-        box.tidy()
-        raise
+        return Fetch(client, futures)
+    return Fetch(client, [box.hand_off(client, future, min_bytes) for future in futures], box)
+
+
+def fetch(client: Any, futures: list[Any], min_bytes: int | None) -> list[pa.Table]:
+    """The blocks of ``futures``, now (:func:`request`)."""
+    return request(client, futures, min_bytes).tables()
 
 
 @dataclass(frozen=True, eq=False)
