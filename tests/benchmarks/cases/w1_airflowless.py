@@ -22,7 +22,7 @@ def run():
     with get_task_stream(state["client"]) as stream:
         ds = (data.read_parquet(PATH)
               .map_batches(add_features, batch_format="pyarrow")
-              .filter(expr=data.col("trip_distance") > 0))
+              .filter(expr="trip_distance > 0"))  # Ray's text form
         rows, total, own, waited = 0, 0.0, 0.0, 0.0
         batches = iter(ds.iter_batches(batch_size=8192, batch_format="numpy"))
         while True:
@@ -40,7 +40,9 @@ def run():
     first = {}
     for worker, _start, seconds in sorted(computes, key=lambda c: c[1]):
         first.setdefault(worker, seconds)
-    return {"rows": rows, "fare_sum": total, "tasks_s": sum(c[2] for c in computes),
+    from airflowless.data.consume import last_execution
+
+    return {"rows": rows, "fare_sum": total, "shared_blocks": last_execution().shared_blocks, "tasks_s": sum(c[2] for c in computes),
             "first_task_s": max(first.values(), default=0.0), "consumer_s": own, "waiting_s": waited}
 
 
