@@ -15,6 +15,7 @@ boundaries without a full shuffle; ``local_shuffle_seed=`` fixes the draws.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -44,8 +45,7 @@ class BatchIterable:
                      local_shuffle_seed: int | None = None) -> Iterator[Any]:
         """Batches of ``batch_size`` rows (across block boundaries), in order, or drawn at random from a
         buffer of ``local_shuffle_buffer_size`` rows (see the module). ``prefetch_batches`` is Ray's and is
-        accepted: a Dataset's executor keeps a window of blocks in flight, a shard fetches four at a time
-        and asks for the next four meanwhile."""
+        accepted: a Dataset's executor keeps a window of blocks in flight, a shard fetches four at a time."""
         yield from iter_batches(self._iteration_tables(), batch_size=batch_size, batch_format=batch_format,
                                 drop_last=drop_last, local_shuffle_buffer_size=local_shuffle_buffer_size,
                                 local_shuffle_seed=local_shuffle_seed)
@@ -68,8 +68,13 @@ def iter_batches(tables: Iterator[pa.Table], *, batch_size: int | None = 256, ba
                  local_shuffle_seed: int | None = None) -> Iterator[Any]:
     """``tables`` re-cut into batches of ``batch_size`` rows in ``batch_format`` (see the module)."""
     batch_format = check_format(batch_format)
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ConfigError(f"batch_size is a number of rows >= 1 (or None: whole blocks), got {batch_size!r}")
+    if batch_size is not None:
+        try:
+            batch_size = operator.index(batch_size)  # a numpy integer too
+        except TypeError:
+            batch_size = 0
+        if batch_size < 1:
+            raise ConfigError(f"batch_size is a number of rows >= 1 (or None: whole blocks), got {batch_size!r}")
     if local_shuffle_buffer_size is not None:
         if isinstance(local_shuffle_buffer_size, bool) or not isinstance(local_shuffle_buffer_size, int) \
                 or local_shuffle_buffer_size < 1:

@@ -91,12 +91,13 @@ def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]
         physical = lower(optimize(plan))
         min_bytes = handoff.wanted()
         box = handoff.inbox() if min_bytes is not None else None
-        if box is not None and min_bytes is not None:
-            physical = handoff.fused(physical, box, min_bytes) or physical
+        writing = handoff.fused(physical, box, min_bytes) if box is not None and min_bytes is not None else None
+        if writing is None:
+            box = None  # not a read or a map: its blocks come through Dask
         bar = _progress(physical.planned_blocks(), desc)
         failed = False
         try:
-            yield from stream(ex, physical, fetch=True, progress=bar, box=box, min_bytes=min_bytes or 0)
+            yield from stream(ex, writing or physical, fetch=True, progress=bar, box=box)
         except GeneratorExit:  # the consumer stopped early
             raise
         except BaseException:
@@ -148,14 +149,9 @@ def materialized(plan: LogicalOp) -> FromBlocks:
 
     Its :func:`execution_of` is the run that made it (so ``stats()`` of a materialized dataset are that run's).
     """
-    blocks: list[Any] = []
-    rows: list[int] = []
-    ran = None
-    for ex, future in iter_futures(plan):
-        blocks.append(future)
-        rows.append(ex.rows(future))
-        ran = ex
+    with _execution(plan) as ex:
+        blocks = list(stream(ex, lower(optimize(plan)), fetch=False))
+        rows = [count for count, _ in ex.metas(blocks)]  # one round trip for them all, not one a block
     done = FromBlocks(tuple(blocks), tuple(rows), "Materialized")
-    if ran is not None:
-        remember(done, ran)
+    remember(done, ex)
     return done

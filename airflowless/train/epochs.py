@@ -38,8 +38,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..data.execution import handoff
-
 __all__ = ["EpochShuffle", "EpochShuffled", "epoch_seed"]
 
 
@@ -92,10 +90,8 @@ class EpochShuffle:
         start, stop = self.bounds
         return stop - start
 
-    def tables(self, epoch: int, client: Any, min_bytes: int | None = None) -> Iterator[pa.Table]:
-        """This rank's rows of ``epoch``, as the shuffled blocks that hold them (sliced at the ends); parts
-        held by another worker on this host come through /dev/shm when ``min_bytes`` says so
-        (:func:`..data.execution.handoff.fetch`)."""
+    def tables(self, epoch: int, client: Any) -> Iterator[pa.Table]:
+        """This rank's rows of ``epoch``, as the shuffled blocks that hold them (sliced at the ends)."""
         from distributed import get_worker
 
         try:
@@ -113,7 +109,7 @@ class EpochShuffle:
         del outputs  # the other parts are the other ranks' to hold
         while mine:
             future, first, rows = mine.pop(0)  # held no longer than it is read
-            table: pa.Table = local[future.key] if future.key in local else handoff.fetch(client, [future], min_bytes)[0]
+            table: pa.Table = local[future.key] if future.key in local else future.result()
             del future
             yield table.slice(first, rows)
 

@@ -1,8 +1,7 @@
 """A rank's share of a dataset: blocks on the cluster, fetched when the rank iterates.
 
 Blocks already in the rank's worker are read from its memory; others are
-fetched from the workers holding them, through shared memory where they share
-the rank's host.
+fetched from the workers holding them.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import pyarrow as pa
 from .._dask_internals import inform_scheduler_of_futures
 from ..data import batches
 from ..data.block import concat
-from ..data.execution import handoff
 from .epochs import EpochShuffle
 
 __all__ = ["DataShard"]
@@ -29,7 +27,6 @@ class DataShard(batches.BatchIterable):
     name: str
     blocks: list[Any] | EpochShuffle  # futures of pyarrow Tables, or a shuffle made again each epoch
     rows: int
-    shared_memory_min_bytes: int | None = None  # blocks from this host's workers come through /dev/shm
     _epoch: int = field(default=0, init=False)  # iterations so far (each one an epoch)
 
     def count(self) -> int:
@@ -40,39 +37,28 @@ class DataShard(batches.BatchIterable):
 
         if isinstance(self.blocks, EpochShuffle):
             epoch, self._epoch = self._epoch, self._epoch + 1
-            yield from self.blocks.tables(epoch, get_client(), self.shared_memory_min_bytes)
+            yield from self.blocks.tables(epoch, get_client())
             return
         try:
             local = get_worker().data
         except ValueError:
             local = {}
         keys = [block.key for block in self.blocks]
-        chunks = [keys[start:start + prefetch] for start in range(0, len(keys), prefetch)]
-        min_bytes = self.shared_memory_min_bytes
-
-        def ask(chunk: list[Any]) -> tuple[list[Any], handoff.Fetch] | None:
+        client = None
+        for start in range(0, len(keys), prefetch):
+            chunk = keys[start:start + prefetch]
             remote = [k for k in chunk if k not in local]
-            if not remote:
-                return None
-            client = get_client()
-            # The futures belong to the driver's client: fetch the keys through this
-            # process's client, which must tell the scheduler it wants them (as
-            # Client.get_dataset does) or it never hears that they are in memory.
-            futures: list[Any] = [Future(k, client=client) for k in remote]
-            inform_scheduler_of_futures(client)
-            return remote, handoff.request(client, futures, min_bytes)
-
-        asked = ask(chunks[0]) if chunks else None
-        try:
-            for index, chunk in enumerate(chunks):
-                current = asked
-                asked = ask(chunks[index + 1]) if index + 1 < len(chunks) else None  # on their way meanwhile
-                fetched = dict(zip(current[0], current[1].tables(), strict=True)) if current else {}
-                for key in chunk:
-                    yield local[key] if key in local else fetched[key]
-        finally:
-            if asked is not None:  # the loop stopped early: the next chunk's files go
-                asked[1].drop()
+            fetched: dict[Any, pa.Table] = {}
+            if remote:
+                client = client or get_client()
+                # The futures belong to the driver's client: fetch the keys through this
+                # process's client, which must tell the scheduler it wants them (as
+                # Client.get_dataset does) or it never hears that they are in memory.
+                futures: list[Any] = [Future(k, client=client) for k in remote]
+                inform_scheduler_of_futures(client)
+                fetched = dict(zip(remote, client.gather(futures), strict=True))
+            for key in chunk:
+                yield local[key] if key in local else fetched[key]
 
     def _iteration_tables(self) -> Iterator[pa.Table]:
         return self._tables()  # iter_rows, iter_batches, iter_torch_batches: see data.batches

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._dask_internals import worker_addresses, worker_resources
-from ..data.execution import handoff
 from ..errors import RankFailedError
 from ..runtime.topics import Subscription
 from ..settings import get_settings
@@ -68,7 +67,6 @@ class RankSpec:
     trial_name: str = ""
     start_iteration: int = 0
     decisions: str | None = None  # rank 0 waits for the driver's answer to each report on this queue
-    shared_memory_min_bytes: int | None = field(default_factory=handoff.wanted)  # the driver's DataContext
 
 
 def pickle_code(loop: Callable[..., Any], config: dict[str, Any] | None) -> bytes:
@@ -161,8 +159,7 @@ def run_rank(spec: RankSpec) -> Any:
                            node_rank=spec.rank, experiment_name=spec.experiment_name,
                            trial_name=spec.trial_name, trial_id=spec.trial_name, trial_dir=spec.storage_dir,
                            use_gpu=spec.use_gpu)
-    shards = {name: DataShard(name, blocks, rows, spec.shared_memory_min_bytes)
-              for name, (blocks, rows) in spec.shards.items()}
+    shards = {name: DataShard(name, blocks, rows) for name, (blocks, rows) in spec.shards.items()}
     done = threading.Event()  # ends the rank's stop watcher
     session = Session(context, lambda m: _emit(topic, {"event": "report", **m}), spec.storage_dir,
                       spec.checkpoint, shards, _stop_check(spec, stop, done), start_iteration=spec.start_iteration,

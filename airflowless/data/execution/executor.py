@@ -79,7 +79,6 @@ class Execution:
     owners: dict[str, str] = field(default_factory=dict)  # task key -> operator name
     peak_held_bytes: int = 0
     shared_blocks: int = 0  # blocks the consumer read through shared memory (:mod:`.handoff`)
-    handed_off: dict[str, str] = field(default_factory=dict)  # hand-off task key -> its block's task key
 
     def __post_init__(self) -> None:
         from ...control.live import Throttle
@@ -123,14 +122,6 @@ class Execution:
             inflight.discard(f)
 
         future.add_done_callback(done)
-        return future
-
-    def hand_off(self, op: PhysicalOp, block: Future, box: handoff.Inbox, min_bytes: int) -> Future:
-        """A task on the worker holding ``block`` that writes it into ``box`` (or returns it, see
-        :mod:`.handoff`); it is ``op``'s for cancelling and for saying what a stalled stream waits for."""
-        future = box.hand_off(self.client, block, min_bytes)
-        self.owners[str(future.key)] = op.name
-        self.handed_off[str(future.key)] = str(block.key)
         return future
 
     def pool(self, op: PhysicalOp, low: int, high: int | None) -> WorkerPool:
@@ -202,14 +193,9 @@ class Execution:
         block of a materialized Dataset handed out by a stopped consumer must
         not be cancelled: the Dataset still needs it.
         """
-        from distributed import Future
-
         for future in futures:
             if str(future.key) in self.owners:
                 future.cancel()
-            block = self.handed_off.get(str(future.key))
-            if block in self.owners:  # the task making a hand-off's block: cancelling the hand-off leaves it
-                Future(block, self.client).cancel()
 
     def publish_live(self, top: PhysicalOp, held_bytes: int, waiting: str = "", *, finished: bool = False) -> None:
         """Tell the scheduler how this execution goes (:mod:`airflowless.control.live`), when due."""
@@ -240,13 +226,11 @@ class Execution:
 
     def stall(self, waiting: list[Future], idle_s: float) -> StallError:
         keys = [str(f.key) for f in waiting]
+
         try:
-            found = task_states(self.client, keys + [self.handed_off[k] for k in keys if k in self.handed_off])
+            found = task_states(self.client, keys)
         except Exception:  # the scheduler itself is unreachable
             found = {}
-        block = self.handed_off.get(keys[0]) if keys else None
-        if block is not None and found.get(block, ("memory",))[0] != "memory":
-            keys[0] = block  # a hand-off waiting for its block: say why the block is not there
         workers = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
         head = keys[0] if keys else ""
         op = self.owners.get(head, "?")
@@ -268,19 +252,17 @@ class Execution:
 
 
 def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any = None,
-           box: handoff.Inbox | None = None, min_bytes: int = 0) -> Iterator[Any]:
+           box: handoff.Inbox | None = None) -> Iterator[Any]:
     """Blocks of ``op`` in order (tables if ``fetch``, else finished futures), with backpressure.
 
-    With an inbox ``box``, fetched blocks of ``min_bytes`` or more come from workers on this host
-    through shared memory (:mod:`.handoff`): written by ``op``'s own tasks when :func:`.handoff.fused`
-    made it so, else by a task more per block while blocks are that large. Smaller blocks, and all of
-    them across hosts, come through Dask.
+    With an inbox ``box`` (``op``'s tasks end with :class:`.handoff.WriteShared`), each fetched block is
+    read from where its task wrote it in this host's shared memory, or is the table itself where the
+    task could not write it (:mod:`.handoff`).
     """
     from distributed import wait
 
     source = op.stream(ex)  # a generator: closed below
     box = box if fetch else None
-    writes = box is not None and any(isinstance(t, handoff.WriteShared) for t in getattr(op, "transforms", ()))
     window: deque[Future] = deque()
     exhausted = False
     fetched_bytes: list[int] = []
@@ -290,13 +272,9 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
             average = sum(fetched_bytes[-16:]) / len(fetched_bytes[-16:]) if fetched_bytes else None
             while not exhausted and len(window) < ex.window(average):
                 try:
-                    block = next(source)
+                    window.append(next(source))
                 except StopIteration:
                     exhausted = True
-                    break
-                if box is not None and not writes and (average is None or average >= min_bytes):
-                    block = ex.hand_off(op, block, box, min_bytes)
-                window.append(block)
             if not window:
                 return
             held = int(len(window) * max(fetched_bytes[-16:])) if average else 0
@@ -318,14 +296,15 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
                 elif time.monotonic() - idle_since > ex.ctx.stall_timeout_s:
                     raise ex.stall([f for f in window if not f.done()], time.monotonic() - idle_since)
                 ex.publish_live(op, held, "upstream")
-            window.popleft()
             if not fetch:
+                window.popleft()
                 yield head
                 continue
             result = head.result()
             if isinstance(result, handoff.SharedBlock):
                 ex.shared_blocks += 1
-            table = box.open(result) if box is not None else result
+            table = box.open(result, str(head.key)) if box is not None else result
+            window.popleft()  # only now: until its file is open, the finally below would remove it
             top.add_output(table.num_rows, table.nbytes)
             fetched_bytes.append(table.nbytes)
             if progress is not None:
@@ -334,7 +313,7 @@ def stream(ex: Execution, op: PhysicalOp, *, fetch: bool = True, progress: Any =
     finally:
         try:
             if box is not None:  # before cancelling, which makes every future done
-                box.let_go([f for f in window if writes or str(f.key) in ex.handed_off])
+                box.let_go(window)
             ex.cancel(window)
             if box is not None:
                 box.tidy()

@@ -1,22 +1,23 @@
 """Blocks handed to a process on the same host through shared memory instead of Dask's sockets.
 
-A consumer (the driver iterating a Dataset, a rank reading its shard) owns an
-*inbox*: a folder under ``/dev/shm`` that only its user can open (0700). The
-task that makes a block the consumer will read ends with :class:`WriteShared`
-(a read or a map: :func:`fused`); any other block gets a :func:`write_block`
-task of its own (:meth:`Inbox.hand_off`), which Dask runs first on the worker
-that holds it. Either writes the block into the inbox as an Arrow IPC stream
+A consumer (the driver iterating a Dataset) owns an *inbox*: a folder under
+``/dev/shm`` that only its user can open (0700). When the plan's top operator
+is a read or a map, its tasks end with :class:`WriteShared` (:func:`fused`):
+the task that makes a block writes it into the inbox as an Arrow IPC stream
 and returns a small :class:`SharedBlock`. The consumer memory-maps the file,
 reads it without a copy and unlinks it at once (:meth:`Inbox.open`): the
 mapping keeps the pages for as long as the table's buffers live, and the
 folder is empty again. A block through Dask's socket is pickled, sent,
 received and unpickled: two copies and two passes over the bytes more.
 
-A worker that cannot see the inbox (another host, another container, another
-user), holds a block under ``DataContext.shared_memory_min_bytes``, or finds
-``/dev/shm`` short of room (a quarter of it, and at least 256 MB, stays free
-for others: NCCL and torch's DataLoader use it too) returns the block itself,
-which travels as before; nothing needs to know where workers run.
+The task returns the block itself, which travels as before, when it is under
+``DataContext.shared_memory_min_bytes``; when the inbox is not visible or not
+the consumer's (another host, a container with its own ``/dev/shm``, a worker
+running as another user, root included); when the worker runs in the
+consumer's own process (nothing to copy); when the block holds an extension
+type IPC would not give back; or when ``/dev/shm`` is short of room (a
+quarter of it, and at least 256 MB, stays free for others: NCCL and torch's
+DataLoader use it too, so Docker's default 64 MB is never used).
 
 Lifetimes, and what happens after a crash. Liveness is told by ``flock``
 locks, not pids (pids repeat, and containers sharing ``/dev/shm`` see other
@@ -26,19 +27,22 @@ pids):
 - abandoned (a consumer stops early): :meth:`Inbox.let_go` unlinks the files
   already written and leaves a ``.gone`` mark for a block still being made,
   which its writer sees after its rename and unlinks its own file; marks go
-  after :data:`MARK_AGE_S` (:meth:`Inbox.tidy`);
+  after :data:`MARK_AGE_S` (:meth:`Inbox.tidy`), and a writer still running
+  then leaves its file until the consumer exits;
+- a task run again on another host after its worker died returns the table,
+  and the consumer removes what the first run wrote;
 - a writer killed mid-write leaves ``<name>.tmp-<id>`` that nobody holds
   locked any more: :meth:`Inbox.tidy` (run when each stream ends) removes it;
 - the consumer killed: its inbox's ``.token`` is no longer locked, and the
-  next :func:`inbox` made on the host (or :func:`sweep`) removes the folder;
-  the consumer's own exit removes it otherwise.
+  next inbox made on the host (:func:`inbox`, by any process that iterates a
+  Dataset) removes the folder; the consumer's own exit removes it otherwise.
 
 >>> import pyarrow as pa
 >>> box = inbox()
 >>> block = pa.table({"x": list(range(100_000))})
->>> shared = write_block(block, box.path, box.token, 0)
->>> box.open(shared).equals(block), os.listdir(box.path) == [".token"]
-(True, True)
+>>> shared = write_block(block, box.path, box.token, 0, "a task's key")
+>>> isinstance(shared, SharedBlock)  # this process is the consumer: only a worker elsewhere writes
+False
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,8 +65,7 @@ import pyarrow as pa
 
 from ..transforms import BlockTransform
 
-__all__ = ["Fetch", "Inbox", "SharedBlock", "WriteShared", "fetch", "fused", "inbox", "request", "sweep", "wanted",
-           "write_block"]
+__all__ = ["Inbox", "SharedBlock", "WriteShared", "fused", "inbox", "sweep", "wanted", "write_block"]
 
 ROOT = "/dev/shm"
 MARK_AGE_S = 3600.0  # a writer still running this long after its consumer stopped leaves its file to the exit
@@ -134,14 +138,12 @@ class Inbox:
             raise
         atexit.register(self.remove)
 
-    def hand_off(self, client: Any, block: Any, min_bytes: int) -> Any:
-        """A :func:`write_block` task on ``block`` (a future), run ahead of other ready tasks where it is."""
-        return client.submit(write_block, block, self.path, self.token, min_bytes,
-                             key=f"hand-off-{uuid.uuid4().hex}", pure=False, priority=1)
-
-    def open(self, result: Any) -> pa.Table:
-        """The table of a :func:`write_block` result: mapped and unlinked, or the table that travelled."""
+    def open(self, result: Any, key: str) -> pa.Table:
+        """The table of task ``key``'s :func:`write_block` result: mapped and unlinked, or the table that
+        travelled (then a file an earlier run of the task wrote, before its worker died, is removed)."""
         if not isinstance(result, SharedBlock):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.path, file_name(key) + ".arrow"))
             return result
         if os.path.dirname(result.path) != self.path:
             raise ValueError(f"{result.path} is not in this process's inbox {self.path}")
@@ -152,8 +154,8 @@ class Inbox:
             with contextlib.suppress(OSError):
                 os.unlink(result.path)
 
-    def let_go(self, futures: list[Any]) -> None:
-        """The blocks of these hand-off ``futures`` will not be read: remove the files written, and mark the
+    def let_go(self, futures: Iterable[Any]) -> None:
+        """The blocks of these tasks' ``futures`` will not be read: remove the files written, and mark the
         blocks still being made, whose writers then unlink their files themselves. Call before cancelling
         them (a cancelled future counts as done)."""
         for future in futures:
@@ -172,9 +174,9 @@ class Inbox:
             for entry in os.listdir(self.path):
                 path = os.path.join(self.path, entry)
                 with contextlib.suppress(OSError):
-                    if ".tmp-" in entry and not _held(path) or \
-                            entry.endswith(".gone") and now - os.stat(path).st_mtime > MARK_AGE_S:
-                        os.unlink(path)
+                    age = now - os.stat(path).st_mtime
+                    if ".tmp-" in entry and age > 10 and not _held(path) or entry.endswith(".gone") and age > MARK_AGE_S:
+                        os.unlink(path)  # (a scratch file gets its lock just after it is made: young ones stay)
 
     def remove(self) -> None:
         """Remove the inbox and what is in it (at this process's exit; never from a forked child)."""
@@ -189,8 +191,12 @@ _lock = threading.Lock()
 
 
 def _forget() -> None:
-    """In a forked child: the parent's inbox and lock are not this process's."""
+    """In a forked child: the parent's inbox and lock are not this process's (nor its token's lock, which
+    would keep a dead parent's inbox looking alive)."""
     global _inbox, _lock
+    if _inbox is not None:
+        with contextlib.suppress(OSError):
+            os.close(_inbox._lock)
     _inbox, _lock = None, threading.Lock()
 
 
@@ -232,7 +238,7 @@ def sweep(base: str | None = None) -> list[str]:
     """Remove the inboxes whose owner is gone (killed, or exited without cleaning), and inboxes left half
     made a minute ago or more; their paths.
 
-    >>> sweep() == [] or None                 # a fresh host, or one whose consumers all ended well
+    >>> all(path.startswith(ROOT) for path in sweep())
     True
     """
     base = base or _base()
@@ -261,6 +267,15 @@ def _task_key() -> str:
         return uuid.uuid4().hex
 
 
+def _extension(schema: pa.Schema) -> bool:
+    """Whether a column holds an extension type anywhere (a Python one comes back from IPC as its storage
+    type unless the consumer registered it too; pickling keeps it)."""
+    def has(kind: pa.DataType) -> bool:
+        return isinstance(kind, pa.BaseExtensionType) or any(has(kind.field(i).type) for i in range(kind.num_fields))
+
+    return any(has(field.type) for field in schema)
+
+
 def _room(folder: str, nbytes: int) -> bool:
     """Whether ``nbytes`` more leave /dev/shm a quarter free, and at least :data:`HEADROOM_BYTES`."""
     found = os.statvfs(folder)
@@ -269,16 +284,15 @@ def _room(folder: str, nbytes: int) -> bool:
 
 
 def write_block(table: pa.Table, folder: str, token: str, min_bytes: int, key: str = "") -> Any:
-    """Run on the worker holding ``table``: write it into the inbox ``folder`` and return a
-    :class:`SharedBlock`; or return the table itself when it is under ``min_bytes``, the inbox is not
-    visible here, or /dev/shm is short of room. The file is named after ``key``, by default the running
-    task's."""
-    if table.nbytes < min_bytes:
-        return table
+    """Run by the task that made ``table``: write it into the inbox ``folder`` and return a
+    :class:`SharedBlock`; or return the table itself (see the module for when). The file is named after
+    ``key``, by default the running task's."""
+    if table.nbytes < min_bytes or _inbox is not None and _inbox.path == folder or _extension(table.schema):
+        return table  # small, or the consumer is this process, or IPC would not give its types back
     try:
         with open(os.path.join(folder, _TOKEN)) as mark:
-            if mark.read() != token or not _room(folder, table.nbytes):
-                return table
+            if mark.read() != token or os.stat(folder).st_uid != os.geteuid() or not _room(folder, table.nbytes):
+                return table  # the consumer's own user writes there (root's files it could not read)
     except OSError:
         return table  # another host, container or user
     name = os.path.join(folder, file_name(key or _task_key()))
@@ -303,47 +317,6 @@ def write_block(table: pa.Table, folder: str, token: str, min_bytes: int, key: s
             os.unlink(name + ".arrow")
         return table
     return SharedBlock(name + ".arrow", table.num_rows, table.nbytes)
-
-
-@dataclass
-class Fetch:
-    """Blocks asked for with :func:`request`: collect them with :meth:`tables`, or :meth:`drop` them."""
-
-    client: Any
-    futures: list[Any]  # the blocks' hand-offs into ``box``; the blocks themselves where ``box`` is None
-    box: Inbox | None = None
-
-    def tables(self) -> list[pa.Table]:
-        try:
-            results = self.client.gather(self.futures)
-            return [self.box.open(r) for r in results] if self.box is not None else results
-        except BaseException:
-            self.drop()
-            raise
-
-    def drop(self) -> None:
-        """Let the blocks go unread: their files are removed, their hand-offs cancelled (never the blocks:
-        they are the dataset's)."""
-        if self.box is not None:
-            self.box.let_go(self.futures)
-            self.client.cancel(self.futures)
-            self.box.tidy()
-
-
-def request(client: Any, futures: list[Any], min_bytes: int | None) -> Fetch:
-    """Start fetching the blocks of ``futures`` from the workers holding them: through this process's inbox
-    where they share its host and are ``min_bytes`` or more (their hand-offs start now, so a consumer can
-    ask for the next blocks before it reads these), else through Dask (``min_bytes`` None: all of them).
-    For a rank reading its shard or an epoch's parts; ``min_bytes`` is the driver's :func:`wanted`."""
-    box = inbox() if min_bytes is not None else None
-    if box is None or min_bytes is None:
-        return Fetch(client, futures)
-    return Fetch(client, [box.hand_off(client, future, min_bytes) for future in futures], box)
-
-
-def fetch(client: Any, futures: list[Any], min_bytes: int | None) -> list[pa.Table]:
-    """The blocks of ``futures``, now (:func:`request`)."""
-    return request(client, futures, min_bytes).tables()
 
 
 @dataclass(frozen=True, eq=False)
