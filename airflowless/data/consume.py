@@ -23,7 +23,7 @@ from .optimizer import optimize
 from .physical.lowering import lower
 from .transforms import BlockTransform
 
-__all__ = ["iter_blocks", "iter_futures", "map_reduce", "materialized", "last_execution", "execution_of", "remember",
+__all__ = ["iter_blocks", "map_reduce", "materialized", "last_execution", "execution_of", "remember",
            "Terminal"]
 
 _last: dict[str, Execution] = {}
@@ -106,14 +106,6 @@ def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]
         finally:
             if bar is not None:
                 _close(bar, failed=failed)
-
-
-def iter_futures(plan: LogicalOp) -> Iterator[tuple[Execution, Any]]:
-    """The plan's block futures (finished), left on the cluster."""
-    with _execution(plan) as ex:
-        physical = lower(optimize(plan))
-        for future in stream(ex, physical, fetch=False):
-            yield ex, future
 
 
 class Terminal(BlockTransform):
