@@ -63,6 +63,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ...errors import AirflowlessError
 from ..transforms import BlockTransform
 
 __all__ = ["Inbox", "SharedBlock", "WriteShared", "fused", "inbox", "sweep", "wanted", "write_block"]
@@ -145,8 +146,8 @@ class Inbox:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.path, file_name(key) + ".arrow"))
             return result
-        if os.path.dirname(result.path) != self.path:
-            raise ValueError(f"{result.path} is not in this process's inbox {self.path}")
+        if os.path.dirname(result.path) != self.path:  # airflowless's own mistake: never unlink elsewhere
+            raise AirflowlessError(f"{result.path} is not in this process's inbox {self.path}")
         try:
             with pa.memory_map(result.path) as source:
                 return pa.ipc.open_stream(source).read_all()  # its buffers keep the mapping after close
