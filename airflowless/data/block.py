@@ -190,20 +190,30 @@ def rebatch(tables: Iterator[pa.Table], batch_size: int | None, *, drop_last: bo
             if table.num_rows:
                 yield table
         return
-    held: list[pa.Table] = []
+    for pieces in _cuts(tables, batch_size, drop_last):
+        yield _joined(pieces)
+
+
+def _cuts(tables: Iterator[pa.Table], batch_size: int, drop_last: bool) -> Iterator[list[tuple[pa.Table, int, int]]]:
+    """Each batch of ``batch_size`` rows across ``tables``, as its pieces: (table, first row, rows)."""
+    held: list[tuple[pa.Table, int, int]] = []
     rows = 0
     for table in tables:
         offset = 0
         while offset < table.num_rows:
             take = min(batch_size - rows, table.num_rows - offset)
-            held.append(table.slice(offset, take))
+            held.append((table, offset, take))
             rows += take
             offset += take
             if rows == batch_size:
-                yield concat(held).combine_chunks()
+                yield held
                 held, rows = [], 0
     if rows and not drop_last:
-        yield concat(held).combine_chunks()
+        yield held
+
+
+def _joined(pieces: list[tuple[pa.Table, int, int]]) -> pa.Table:
+    return concat([table.slice(first, rows) for table, first, rows in pieces]).combine_chunks()
 
 
 def numpy_batches(tables: Iterator[pa.Table], batch_size: int, *, drop_last: bool = False) -> Iterator[dict[str, Any]]:
@@ -215,32 +225,18 @@ def numpy_batches(tables: Iterator[pa.Table], batch_size: int, *, drop_last: boo
     The other columns, and the batches that straddle two blocks, are converted
     as :func:`rebatch` cuts them, so every batch is the same as before.
     """
-    held: list[pa.Table] = []  # the start of a batch that straddles blocks
-    rows = 0
-    for table in tables:
-        offset = 0
-        if rows:
-            take = min(batch_size - rows, table.num_rows)
-            held.append(table.slice(0, take))
-            rows += take
-            offset = take
-            if rows < batch_size:
-                continue
-            yield to_batch(concat(held).combine_chunks(), "numpy")
-            held, rows = [], 0
-        whole = table.num_rows - (table.num_rows - offset) % batch_size
-        if whole > offset:
+    viewed: tuple[pa.Table, dict[str, np.ndarray | None], pa.Table] | None = None  # the block, its views, the rest
+    for pieces in _cuts(tables, batch_size, drop_last):
+        if len(pieces) > 1:
+            yield to_batch(_joined(pieces), "numpy")
+            continue
+        table, first, rows = pieces[0]
+        if viewed is None or viewed[0] is not table:
             views = {name: _view(table.column(name)) for name in table.column_names}
-            rest = table.select([name for name, view in views.items() if view is None])
-            for start in range(offset, whole, batch_size):
-                converted = to_batch(rest.slice(start, batch_size).combine_chunks(), "numpy") if rest.num_columns \
-                    else {}
-                yield {name: view[start:start + batch_size] if view is not None else converted[name]
-                       for name, view in views.items()}
-        if whole < table.num_rows:
-            held, rows = [table.slice(whole)], table.num_rows - whole
-    if rows and not drop_last:
-        yield to_batch(concat(held).combine_chunks(), "numpy")
+            viewed = (table, views, table.select([name for name, view in views.items() if view is None]))
+        _, views, rest = viewed
+        converted = to_batch(rest.slice(first, rows).combine_chunks(), "numpy") if rest.num_columns else {}
+        yield {name: view[first:first + rows] if view is not None else converted[name] for name, view in views.items()}
 
 
 def _view(column: pa.ChunkedArray) -> np.ndarray | None:

@@ -88,16 +88,11 @@ def iter_blocks(plan: LogicalOp, *, desc: str = "Dataset") -> Iterator[pa.Table]
     """The plan's blocks, fetched to this process in order (through shared memory where they can be,
     :mod:`.execution.handoff`)."""
     with _execution(plan) as ex:
-        physical = lower(optimize(plan))
-        min_bytes = handoff.wanted()
-        box = handoff.inbox() if min_bytes is not None else None
-        writing = handoff.fused(physical, box, min_bytes) if box is not None and min_bytes is not None else None
-        if writing is None:
-            box = None  # not a read or a map: its blocks come through Dask
+        physical, box = handoff.fused(lower(optimize(plan)))
         bar = _progress(physical.planned_blocks(), desc)
         failed = False
         try:
-            yield from stream(ex, writing or physical, fetch=True, progress=bar, box=box)
+            yield from stream(ex, physical, fetch=True, progress=bar, box=box)
         except GeneratorExit:  # the consumer stopped early
             raise
         except BaseException:

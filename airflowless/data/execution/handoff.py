@@ -333,11 +333,16 @@ class WriteShared(BlockTransform):
         return write_block(table, self.folder, self.token, self.min_bytes)
 
 
-def fused(op: Any, box: Inbox, min_bytes: int) -> Any:
-    """``op`` with its tasks writing their blocks into ``box``, when it is a read or a map on no actor
-    pool (the task that makes a block writes it); None otherwise."""
+def fused(op: Any) -> tuple[Any, Inbox | None]:
+    """``op`` with its tasks writing their blocks into this process's inbox, and the inbox, when ``op`` is a
+    read or a map on no actor pool (the task that makes a block writes it) and shared memory is on and
+    there; else ``op`` as it is and None (its blocks come through Dask)."""
     from ..physical.operators import MapOp, ReadOp
 
-    if not isinstance(op, ReadOp | MapOp) or getattr(op, "pool", None) is not None:
-        return None
-    return dataclasses.replace(op, transforms=(*op.transforms, WriteShared(box.path, box.token, min_bytes)))
+    min_bytes = wanted()
+    if min_bytes is None or not isinstance(op, ReadOp | MapOp) or getattr(op, "pool", None) is not None:
+        return op, None
+    box = inbox()
+    if box is None:
+        return op, None
+    return dataclasses.replace(op, transforms=(*op.transforms, WriteShared(box.path, box.token, min_bytes))), box
