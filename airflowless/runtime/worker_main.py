@@ -25,10 +25,13 @@ SIGTERM or SIGINT close the worker gracefully; the process then ends with
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 
 
 def _exit_with_driver() -> None:
@@ -45,6 +48,24 @@ def _exit_with_driver() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="airflowless-driver-watch", daemon=True).start()
+
+
+def _closing_heartbeat_filter(worker: Any) -> Callable[[logging.LogRecord], bool]:
+    """A filter that drops a heartbeat's failure logged while ``worker`` closes.
+
+    A heartbeat still in flight when the worker closes its connections fails
+    with ``CommClosedError``, and distributed logs that with a traceback, on
+    the user's console as their script ends; nothing is wrong then.
+    """
+    from distributed.core import Status
+
+    closing = {Status.closing, Status.closed, Status.closing_gracefully, Status.failed}
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not (worker.status in closing and str(record.msg).startswith("Failed to communicate with "
+                                                                             "scheduler during heartbeat"))
+
+    return keep
 
 
 def main(argv: list[str]) -> None:
@@ -73,6 +94,7 @@ def main(argv: list[str]) -> None:
 
     async def run() -> None:
         worker = await Worker(spec["scheduler"], **options)
+        logging.getLogger("distributed.worker").addFilter(_closing_heartbeat_filter(worker))
         require_http_client_certificates(worker)
         with os.fdopen(spec["ready_fd"], "w") as ready:
             ready.write(f"{worker.address}\n")
@@ -88,8 +110,6 @@ def main(argv: list[str]) -> None:
     # The worker is closed: end now, without the interpreter's and the C++ libraries' exit code. A framework
     # thread still alive (XGBoost's, gloo's) makes libstdc++ abort with "terminate called without an active
     # exception" while static objects are destroyed, on the driver's console after a Ctrl-C.
-    import logging
-
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

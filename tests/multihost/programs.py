@@ -168,7 +168,10 @@ def dataset(out: str) -> dict[str, Any]:
         _note(config, "dataset", rows=rows, total=total, made_on=made_on)
         train.report({"rows": rows})
 
-    ds = data.range(4_000, parallelism=16).map_batches(tag)
+    # three blocks for two ranks: the middle block's rows go to both ranks, which run on different
+    # hosts, so one rank reads rows made on the other host however Dask placed the blocks (with an
+    # even count, a placement of half the blocks on each host lets locality keep every rank local)
+    ds = data.range(4_000, parallelism=3).map_batches(tag)
     result = DataParallelTrainer(consume, train_loop_config={"out": out}, datasets={"train": ds},
                                  scaling_config=ScalingConfig(num_workers=2),
                                  run_config=RunConfig(verbose=0, storage_path=f"{out}/runs")).fit()

@@ -48,3 +48,28 @@ def test_a_worker_that_cannot_start_is_one_cluster_error_and_leaves_nothing(tmp_
     assert "CLUSTER-ERROR expected worker 'cpu-0'" in done.stdout, done.stdout + done.stderr
     assert "but it exited with code 1" in done.stdout
     assert "CHILDREN 0" in done.stdout
+
+
+def test_a_heartbeat_that_fails_while_the_worker_closes_is_not_logged() -> None:
+    """The race CI met: a heartbeat in flight as the worker closes its comms printed a traceback."""
+    import asyncio
+    import logging
+
+    from distributed import Scheduler, Worker
+
+    from airflowless.runtime.worker_main import _closing_heartbeat_filter
+
+    def record(text: str) -> logging.LogRecord:
+        return logging.LogRecord("distributed.worker", logging.ERROR, __file__, 0, text, None, None)
+
+    heartbeat, other = record("Failed to communicate with scheduler during heartbeat."), record("other")
+
+    async def run() -> tuple[bool, bool, bool, bool]:
+        async with Scheduler(host="127.0.0.1", port=0, dashboard_address=None) as scheduler:
+            worker = await Worker(scheduler.address, host="127.0.0.1", nthreads=1)
+            keep = _closing_heartbeat_filter(worker)
+            running = keep(heartbeat), keep(other)
+            await worker.close()
+            return (*running, keep(heartbeat), keep(other))
+
+    assert asyncio.run(run()) == (True, True, False, True)  # dropped only once the worker closes
