@@ -2,7 +2,9 @@
 
 >>> from airflowless.data import DataContext
 >>> ctx = DataContext.get_current()
->>> ctx.max_tasks_in_flight_per_op = 8
+>>> before = ctx.max_tasks_in_flight_per_op
+>>> ctx.max_tasks_in_flight_per_op = 8  # what this process's datasets run with from now on
+>>> ctx.max_tasks_in_flight_per_op = before
 """
 
 from __future__ import annotations
