@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClusterError, ConfigError
+from . import gather_buckets
 from .backends.torch import TorchBackend, torch_device
 from .checkpoint import Checkpoint
 from .config import DataConfig, RunConfig, ScalingConfig
@@ -125,8 +126,10 @@ def prepare_model(model: torch.nn.Module, *, move_to_device: bool = True,
                   ddp_kwargs: dict[str, Any] | None = None) -> torch.nn.Module:
     """``model`` on this rank's device, wrapped in ``DistributedDataParallel`` when there are several ranks.
 
-    The DDP wrapper averages gradients across the ranks on ``backward()``;
-    save ``model.module.state_dict()`` (or unwrap with ``getattr(model,
+    The DDP wrapper averages gradients across the ranks on ``backward()``
+    (on gloo, small buckets by an all-gather: :mod:`.gather_buckets`; a
+    communication hook you register before the first forward pass replaces
+    it); save ``model.module.state_dict()`` (or unwrap with ``getattr(model,
     "module", model)``) so the checkpoint loads into a plain model.
     """
     import torch.distributed as dist
@@ -141,7 +144,10 @@ def prepare_model(model: torch.nn.Module, *, move_to_device: bool = True,
         raise ClusterError("prepare_model found no torch process group: call it inside a TorchTrainer's "
                            "train_loop_per_worker")
     kwargs: dict[str, Any] = {"device_ids": [device.index or 0]} if device.type == "cuda" else {}
-    return DistributedDataParallel(model, **kwargs, **(ddp_kwargs or {}))
+    wrapped = DistributedDataParallel(model, **kwargs, **(ddp_kwargs or {}))
+    if device.type == "cpu" and dist.get_backend(wrapped.process_group) == "gloo":
+        gather_buckets.install(wrapped)  # small buckets by all-gather: gloo's allreduce of them is slow
+    return wrapped
 
 
 def prepare_data_loader(loader: Any, *, add_dist_sampler: bool = True, move_to_device: bool = True) -> Any:
