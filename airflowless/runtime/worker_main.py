@@ -59,7 +59,7 @@ def _closing_heartbeat_filter(worker: Any) -> Callable[[logging.LogRecord], bool
     """
     from distributed.core import Status
 
-    closing = {Status.closing, Status.closed, Status.closing_gracefully, Status.failed}
+    closing = {Status.closing, Status.closed, Status.failed}  # not closing_gracefully: it still talks
 
     def keep(record: logging.LogRecord) -> bool:
         return not (worker.status in closing and str(record.msg).startswith("Failed to communicate with "

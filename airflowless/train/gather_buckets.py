@@ -8,22 +8,25 @@ and 0.8 ms by an all-gather whose parts each rank then sums, and 131,072
 floats 2.8 ms against 1.7 ms. The all-gather receives ``world_size`` times the
 bucket and sends it ``world_size - 1`` times, so it loses once buckets grow
 (1,048,576 floats: 4.5 ms against 7.1 ms): only buckets whose gathered parts
-fit in :data:`GATHER_LIMIT_BYTES` go this way, the rest by DDP's own allreduce.
+fit in :data:`GATHER_LIMIT_BYTES` go this way; larger ones, and sparse
+gradients, go by DDP's own allreduce.
 
 The result is DDP's average: every rank divides its gradients by the world
-size and the parts are summed in rank order. With two ranks that is the
-same sum as gloo's, to the bit; with more, the order of the additions may
-differ from gloo's ring in the last bit, as it does between gloo's own
-algorithms.
+size and the parts are summed in rank order. With two ranks that is gloo's
+sum to the bit; with more, the order of the additions differs from gloo's
+ring, so the last bits may too (and more for float16/bfloat16, which torch
+sums with a float32 accumulator where gloo rounds at every addition).
 
-:func:`install` registers the hook at the model's first forward pass, so a
-hook the user registers before that (``model.register_comm_hook``, an FP16
-compression, DDP's ``mixed_precision``) is used instead.
+:func:`install` registers the hook when ``prepare_model`` wraps the model,
+on every rank, so that ranks that have run out of data and ``join()`` run
+the same collective. DDP takes one communication hook per model: to use
+your own, pass ``prepare_model(..., gather_small_buckets=False)``. With any
+hook, torch ignores ``join(divide_by_initial_world_size=False)``.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 from typing import Any
 
 __all__ = ["GATHER_LIMIT_BYTES", "gather_small_buckets", "install"]
@@ -38,23 +41,31 @@ def gather_small_buckets(process_group, bucket):  # type: ignore[no-untyped-def]
 
     buffer = bucket.buffer()
     world = dist.get_world_size(process_group)
-    if buffer.numel() * buffer.element_size() * world > GATHER_LIMIT_BYTES:
+    if buffer.is_sparse or buffer.numel() * buffer.element_size() * world > GATHER_LIMIT_BYTES:
         return allreduce_hook(process_group, bucket)
     parts = buffer.new_empty(world * buffer.numel())
     buffer.div_(world)
     work = dist.all_gather_single(parts, buffer, group=process_group, async_op=True)
-    return work.get_future().then(lambda _: parts.view(world, -1).sum(0))
+    return work.get_future().then(functools.partial(_mean_of_parts, parts, world))
 
 
-def install(model: Any) -> None:
-    """Use :func:`gather_small_buckets` for ``model`` (a DDP on gloo) unless it has a hook by its first forward."""
-    handle: Any = None
+def _mean_of_parts(parts: Any, world: int, gathered: Any) -> Any:
+    gathered.value()  # raises what the all-gather raised (a peer gone, a timeout): never a sum of garbage
+    return parts.view(world, -1).sum(0)
 
-    def register(module: Any, args: Any) -> None:
-        handle.remove()
-        if getattr(module, "_comm_hooks", None) != []:  # DDP lists the hooks registered through its API
-            return
-        with contextlib.suppress(RuntimeError):  # DDP's _register_builtin_comm_hook registered one: kept
-            module.register_comm_hook(module.process_group, gather_small_buckets)
 
-    handle = model.register_forward_pre_hook(register)
+def install(model: Any) -> bool:
+    """Register :func:`gather_small_buckets` on ``model`` (a DDP on gloo); False where DDP needs its own hook.
+
+    DDP registers a hook itself for an optimizer applied in backward
+    (``_apply_optimizer_in_backward``) and calls hooks differently under
+    compiled autograd's Python reducer; those keep DDP's allreduce.
+    """
+    import torch.distributed as dist
+
+    if getattr(model, "_use_python_reducer", False) or any(
+            hasattr(p, "_in_backward_optimizers") for p in model.parameters()):
+        return False
+    group = model.process_group
+    model.register_comm_hook(None if group == dist.group.WORLD else group, gather_small_buckets)
+    return True

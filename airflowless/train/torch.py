@@ -123,13 +123,14 @@ def get_device() -> torch.device:
 
 
 def prepare_model(model: torch.nn.Module, *, move_to_device: bool = True,
-                  ddp_kwargs: dict[str, Any] | None = None) -> torch.nn.Module:
+                  ddp_kwargs: dict[str, Any] | None = None, gather_small_buckets: bool = True) -> torch.nn.Module:
     """``model`` on this rank's device, wrapped in ``DistributedDataParallel`` when there are several ranks.
 
-    The DDP wrapper averages gradients across the ranks on ``backward()``
-    (on gloo, small buckets by an all-gather: :mod:`.gather_buckets`; a
-    communication hook you register before the first forward pass replaces
-    it); save ``model.module.state_dict()`` (or unwrap with ``getattr(model,
+    The DDP wrapper averages gradients across the ranks on ``backward()``;
+    on gloo, small buckets by one all-gather, faster than gloo's allreduce
+    (:mod:`.gather_buckets`). DDP takes one communication hook per model:
+    pass ``gather_small_buckets=False`` to register your own
+    (``model.register_comm_hook``). Save ``model.module.state_dict()`` (or unwrap with ``getattr(model,
     "module", model)``) so the checkpoint loads into a plain model.
     """
     import torch.distributed as dist
@@ -145,8 +146,8 @@ def prepare_model(model: torch.nn.Module, *, move_to_device: bool = True,
                            "train_loop_per_worker")
     kwargs: dict[str, Any] = {"device_ids": [device.index or 0]} if device.type == "cuda" else {}
     wrapped = DistributedDataParallel(model, **kwargs, **(ddp_kwargs or {}))
-    if device.type == "cpu" and dist.get_backend(wrapped.process_group) == "gloo":
-        gather_buckets.install(wrapped)  # small buckets by all-gather: gloo's allreduce of them is slow
+    if gather_small_buckets and device.type == "cpu" and dist.get_backend(wrapped.process_group) == "gloo":
+        gather_buckets.install(wrapped)
     return wrapped
 
 
