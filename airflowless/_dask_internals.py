@@ -356,6 +356,29 @@ def quiet_compute_failed(exception_names: tuple[str, ...]) -> None:
         logger.addFilter(_Quiet())
 
 
+def quiet_late_topic_events() -> None:
+    """Drop the traceback distributed logs for an event that reaches a client after its topic's handler went.
+
+    ``Client._handle_event`` answers an event on a topic without a handler by
+    calling ``unsubscribe_topic``, which raises ``ValueError("No event handler
+    known for topic ...")`` for exactly that topic; ``Client._handle_report``
+    logs it with a traceback on ``distributed.client``. An event already on
+    its way when a :class:`~airflowless.runtime.topics.Subscription` closes
+    meets it (a run's stage event as the run fails, on the user's console);
+    the event was to be dropped, and is. Idempotent.
+    """
+    import logging
+
+    class _QuietLateEvents(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            error = record.exc_info[1] if record.exc_info else None
+            return not (isinstance(error, ValueError) and str(error).startswith("No event handler known for topic"))
+
+    logger = logging.getLogger("distributed.client")
+    if not any(type(existing).__name__ == "_QuietLateEvents" for existing in logger.filters):
+        logger.addFilter(_QuietLateEvents())
+
+
 def quiet_cancelled_waits() -> None:
     """Drop what distributed logs when work it waits on is cancelled, as by a Ctrl-C or a closing cluster.
 

@@ -32,7 +32,7 @@ import queue
 from collections.abc import Callable
 from typing import Any
 
-from .._dask_internals import close_topic, forget_topic_handler
+from .._dask_internals import close_topic, forget_topic_handler, quiet_late_topic_events
 
 __all__ = ["Subscription"]
 
@@ -52,6 +52,7 @@ class Subscription:
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         deliver = handler or self.queue.put
         self._open = True
+        quiet_late_topic_events()  # an event on its way when this closes: distributed would log a traceback
         client.subscribe_topic(topic, lambda event: deliver(event[1]))
 
     def close(self) -> None:

@@ -57,13 +57,15 @@ def _mean_of_parts(parts: Any, world: int, gathered: Any) -> Any:
 def install(model: Any) -> bool:
     """Register :func:`gather_small_buckets` on ``model`` (a DDP on gloo); False where DDP needs its own hook.
 
-    DDP registers a hook itself for an optimizer applied in backward
-    (``_apply_optimizer_in_backward``) and calls hooks differently under
-    compiled autograd's Python reducer; those keep DDP's allreduce.
+    DDP registers a hook itself for ``mixed_precision`` (in its constructor)
+    and for an optimizer applied in backward (``_apply_optimizer_in_backward``,
+    at the first forward pass: applied after ``prepare_model``, it needs
+    ``gather_small_buckets=False``), and calls hooks differently under
+    compiled autograd's Python reducer; those keep DDP's own.
     """
     import torch.distributed as dist
 
-    if getattr(model, "_use_python_reducer", False) or any(
+    if getattr(model, "_comm_hooks", None) or getattr(model, "_use_python_reducer", False) or any(
             hasattr(p, "_in_backward_optimizers") for p in model.parameters()):
         return False
     group = model.process_group

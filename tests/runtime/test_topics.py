@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
 from distributed import Client, get_worker
 
 from airflowless import _dask_internals as internals
@@ -75,3 +76,28 @@ def test_an_asynchronous_client_listens_and_unsubscribes(cluster_client: Any) ->
             return got, left
 
     assert asyncio.run(asyncio.wait_for(main(), 60)) == ("hello", set())
+
+
+def test_an_event_after_the_handler_went_is_no_traceback(cluster_client: Any) -> None:
+    """distributed answers a late event by unsubscribing, which raises for a topic without a handler, and logs
+    that with a traceback; it reached a CLI run's console when the run failed (CI, stop 43)."""
+    import logging
+
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    logger, handler = logging.getLogger("distributed.client"), Keep()
+    logger.addHandler(handler)
+    try:
+        topic = _topic()
+        Subscription(cluster_client, topic).close()
+        with pytest.raises(ValueError, match="No event handler known") as late:
+            cluster_client.sync(cluster_client._handle_event, topic, (0.0, {"late": True}))  # what the client does
+        for error in (late.value, ValueError("something else")):
+            logger.error(error, exc_info=(type(error), error, error.__traceback__))  # as _handle_report logs it
+    finally:
+        logger.removeHandler(handler)
+    assert [str(record.msg) for record in seen] == ["something else"]

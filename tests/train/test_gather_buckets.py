@@ -104,8 +104,8 @@ def test_small_buckets_by_all_gather_give_the_weights_allreduce_gives() -> None:
     ours, theirs = _fit(_loop, {"ours": True}), _fit(_loop, {"ours": False})
     assert (ours["hook"], theirs["hook"]) == ("gather_small_buckets", "allreduce_hook")
     assert 0 < ours["small"] < ours["buckets"]  # the small layers' bucket(s) and the one with 400x400 floats
-    # every small bucket gathered, the large one not (from the second step: DDP builds its buckets again,
-    # in the order the first backward made the gradients, after that step)
+    # every small bucket gathered, the large one not: from the second step, as the first uses one bucket of
+    # all the parameters (over the limit) and DDP builds its buckets at the second forward pass
     assert (STEPS - 1) * ours["small"] <= ours["gathers"] <= STEPS * ours["small"]
     assert theirs["gathers"] == 0
     assert len(set(ours["digests"])) == 1 and len(set(theirs["digests"])) == 1  # the ranks agree
@@ -126,3 +126,22 @@ def test_a_failed_all_gather_is_an_error_not_a_sum() -> None:
     failed.set_exception(RuntimeError("the other rank is gone"))
     with pytest.raises(RuntimeError, match="the other rank is gone"):
         averaged.wait()
+
+
+def test_a_model_with_ddp_s_own_hook_keeps_it() -> None:
+    """DDP's mixed precision registers a hook in its constructor: prepare_model must not fail on it."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.nn.parallel.distributed import _MixedPrecision
+
+    from airflowless.train.gather_buckets import install
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        plain = DistributedDataParallel(torch.nn.Linear(4, 1))
+        mixed = DistributedDataParallel(torch.nn.Linear(4, 1), mixed_precision=_MixedPrecision(param_dtype=torch.bfloat16))
+        assert install(plain) and not install(mixed)
+        assert mixed._get_ddp_logging_data().get("comm_hook") != "gather_small_buckets"
+    finally:
+        dist.destroy_process_group()
