@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from airflowless.errors import AirflowlessError
@@ -68,6 +67,8 @@ class ParquetSource(Datasource):
 
     def read(self, task: ReadTask, *, columns: Sequence[str] | None = None,
              filter: Any = None) -> Iterable[pa.Table]:
+        import pyarrow.dataset as pads  # here, not at the top: it imports pandas (0.3 s), which planning never needs
+
         path, expected = task.payload
         try:
             fragment = pads.dataset(path, format="parquet", filesystem=self.fs)
