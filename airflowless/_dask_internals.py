@@ -13,6 +13,7 @@ importing it from this module.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -343,17 +344,12 @@ def quiet_compute_failed(exception_names: tuple[str, ...]) -> None:
     (the task's repr, the traceback again) only doubled it. Other tasks'
     failures are still logged. Idempotent.
     """
-    import logging
+    def failed(record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return str(record.msg).startswith("Compute Failed") and len(args) >= 4 \
+            and str(args[3]).startswith(exception_names)
 
-    class _Quiet(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            args = record.args if isinstance(record.args, tuple) else ()
-            return not (str(record.msg).startswith("Compute Failed") and len(args) >= 4
-                        and str(args[3]).startswith(exception_names))
-
-    logger = logging.getLogger("distributed.worker")
-    if not any(type(existing).__name__ == "_Quiet" for existing in logger.filters):
-        logger.addFilter(_Quiet())
+    _drop_records(("distributed.worker",), "compute-failed", failed)
 
 
 def quiet_late_topic_events() -> None:
@@ -367,16 +363,11 @@ def quiet_late_topic_events() -> None:
     meets it (a run's stage event as the run fails, on the user's console);
     the event was to be dropped, and is. Idempotent.
     """
-    import logging
+    def late(record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return isinstance(error, ValueError) and str(error).startswith("No event handler known for topic")
 
-    class _QuietLateEvents(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            error = record.exc_info[1] if record.exc_info else None
-            return not (isinstance(error, ValueError) and str(error).startswith("No event handler known for topic"))
-
-    logger = logging.getLogger("distributed.client")
-    if not any(type(existing).__name__ == "_QuietLateEvents" for existing in logger.filters):
-        logger.addFilter(_QuietLateEvents())
+    _drop_records(("distributed.client",), "late-topic-events", late)
 
 
 def quiet_cancelled_waits() -> None:
@@ -391,16 +382,30 @@ def quiet_cancelled_waits() -> None:
     the run's own line says it was cancelled. Idempotent.
     """
     import asyncio
-    import logging
 
-    class _QuietCancelled(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
-                return False
-            message = str(record.msg)
-            return not (message.startswith("Async instruction for") and message.endswith("ended with CancelledError"))
+    def cancelled(record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
+            return True
+        message = str(record.msg)
+        return message.startswith("Async instruction for") and message.endswith("ended with CancelledError")
 
-    for name in ("distributed.event", "distributed.worker.state_machine"):
+    _drop_records(("distributed.event", "distributed.worker.state_machine"), "cancelled-waits", cancelled)
+
+
+class _Dropping(logging.Filter):
+    """Drops the records ``drop`` matches; ``key`` tells it apart from the other ``_Dropping`` filters."""
+
+    def __init__(self, key: str, drop: Callable[[logging.LogRecord], bool]) -> None:
+        super().__init__()
+        self.key, self.drop = key, drop
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.drop(record)
+
+
+def _drop_records(loggers: tuple[str, ...], key: str, drop: Callable[[logging.LogRecord], bool]) -> None:
+    """Add to each of ``loggers`` a filter that drops the records ``drop`` matches, once per process and ``key``."""
+    for name in loggers:
         logger = logging.getLogger(name)
-        if not any(type(existing).__name__ == "_QuietCancelled" for existing in logger.filters):
-            logger.addFilter(_QuietCancelled())
+        if not any(isinstance(existing, _Dropping) and existing.key == key for existing in logger.filters):
+            logger.addFilter(_Dropping(key, drop))
