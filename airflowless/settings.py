@@ -75,7 +75,7 @@ class Settings:
     ``AIRFLOWLESS_WARM_WORKERS``  ``0``: the embedded cluster's workers import the Data
                              libraries (pyarrow's dataset reader, pandas) at their first
                              Data task, instead of in the background once they are up
-                             (default ``1``).
+                             (default ``1``; read by each worker alone).
     ``AIRFLOWLESS_SMTP``     the mail server of email notifications, read where the
                              service runs: ``smtp://[USER@]HOST[:PORT]`` (STARTTLS when the
                              server offers it), ``smtps://...`` (TLS from the start), or
@@ -104,7 +104,6 @@ class Settings:
     driver_memory_mb: float | None = None
     driver_timeout_s: float | None = None
     warm_drivers: bool = True
-    warm_workers: bool = True
     token: str | None = field(default=None, repr=False)  # a secret: kept out of logs
     tls_dir: str | None = None
     tls_ca: str | None = None
@@ -137,8 +136,7 @@ class Settings:
             submit_max_mb=_positive(env, "AIRFLOWLESS_SUBMIT_MAX_MB", 100.0, "MiB"),
             driver_memory_mb=_positive(env, "AIRFLOWLESS_DRIVER_MEMORY_MB", None, "MiB"),
             driver_timeout_s=_positive(env, "AIRFLOWLESS_DRIVER_TIMEOUT_S", None, "seconds"),
-            warm_drivers=_switch(env, "AIRFLOWLESS_WARM_DRIVERS"),
-            warm_workers=_switch(env, "AIRFLOWLESS_WARM_WORKERS"),
+            warm_drivers=switched_on("AIRFLOWLESS_WARM_DRIVERS", env),
             token=env.get("AIRFLOWLESS_TOKEN") or None,
             tls_dir=env.get("AIRFLOWLESS_TLS_DIR") or None,
             tls_ca=env.get("AIRFLOWLESS_TLS_CA") or None,
@@ -151,9 +149,9 @@ class Settings:
         )
 
 
-def _switch(env: os._Environ[str] | dict[str, str], name: str) -> bool:
-    """A setting that is on unless set to 0 (or false, no, off)."""
-    return env.get(name, "1").strip().lower() not in {"0", "false", "no", "off"}
+def switched_on(name: str, env: os._Environ[str] | dict[str, str] | None = None) -> bool:
+    """Whether the switch ``name`` is on: it is unless set to 0 (or false, no, off)."""
+    return (os.environ if env is None else env).get(name, "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
 def _seconds(env: os._Environ[str] | dict[str, str], name: str, default: float) -> float:

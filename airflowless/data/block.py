@@ -279,4 +279,6 @@ def _booleans(column: pa.ChunkedArray) -> np.ndarray | None:
     bits = chunk.buffers()[1]
     if bits is None:
         return np.empty(0, bool)
-    return np.unpackbits(np.frombuffer(bits, np.uint8), count=chunk.offset + len(chunk), bitorder="little")[chunk.offset:].view(bool)
+    skip = chunk.offset % 8  # bits of the first byte before the slice starts
+    byte = np.frombuffer(bits, np.uint8, offset=chunk.offset // 8)
+    return np.unpackbits(byte, count=skip + len(chunk), bitorder="little")[skip:].view(bool)

@@ -40,7 +40,13 @@ __all__ = ["Expr", "col", "lit", "parse", "to_arrow"]
 def _scalar(value: Any) -> pc.Expression:
     """A literal as an expression. Booleans, 64-bit integers, floats and strings are built from their bytes:
     pyarrow's conversion of a Python value imports pandas (0.3 s in a fresh process), which a driver that only
-    plans a filter never needs. Other values go through that conversion."""
+    plans a filter never needs. Other values go through that conversion.
+
+    A float is wrapped in a cast to float64: Arrow binds a bare float literal that float32 holds exactly (1.0,
+    0.5) as float32 and casts an integer column to float32 to meet it, which rounds and fails past 2**24. The
+    cast keeps it float64 (a column is cast to meet it, a text column is still an error, and parquet's
+    row-group statistics still prune).
+    """
     if isinstance(value, bool):
         buffers = [None, pa.py_buffer(bytes([value]))]
         kind = pa.bool_()
@@ -53,23 +59,8 @@ def _scalar(value: Any) -> pc.Expression:
         buffers, kind = [None, pa.py_buffer(struct.pack("=ii", 0, len(text))), pa.py_buffer(text)], pa.string()
     else:
         return pc.scalar(value)
-    return pc.scalar(pa.Array.from_buffers(kind, 1, buffers)[0])
-
-
-def _beside(expression: pc.Expression, other: Any) -> tuple[pc.Expression, pc.Expression]:
-    """``expression`` and ``other`` (an Expr, a pyarrow expression or a literal), ready for one operator.
-
-    A literal is wrapped (pyarrow's operators need that on the left, in ``2 * col("x")``). Beside a float
-    literal, ``expression`` is cast to float64 first: Arrow binds a float that float32 holds exactly (1.0,
-    0.5) as float32 and casts an integer column to float32 to meet it, which rounds and fails past 2**24.
-    """
-    if isinstance(other, Expr):
-        return expression, other.arrow
-    if isinstance(other, pc.Expression):
-        return expression, other
-    if isinstance(other, float):
-        expression = expression.cast(pa.float64(), safe=False)
-    return expression, _scalar(other)
+    literal = pc.scalar(pa.Array.from_buffers(kind, 1, buffers)[0])
+    return literal.cast(pa.float64()) if isinstance(value, float) else literal
 
 
 def _arrow(value: Any) -> Any:
@@ -97,8 +88,9 @@ class Expr:
         self.arrow = arrow
 
     def _op(self, fn: Callable[[Any, Any], Any], other: Any, reflected: bool = False) -> Expr:
-        mine, other = _beside(self.arrow, other)
-        left, right = (other, mine) if reflected else (mine, other)
+        other = other.arrow if isinstance(other, Expr) else other if isinstance(other, pc.Expression) \
+            else _scalar(other)  # a literal on the left (2 * col("x")): pyarrow's operators need it wrapped
+        left, right = (other, self.arrow) if reflected else (self.arrow, other)
         return Expr(fn(left, right))
 
     def __eq__(self, other: Any) -> Expr:  # type: ignore[override]
@@ -304,7 +296,7 @@ def _compare(node: ast.Compare, text: str) -> Expr:
             if not isinstance(left, Expr) and not isinstance(right, Expr):
                 raise ConfigError(f"filter(expr={text!r}) compares two literals; name a column")
             compare = _COMPARE[type(op)]
-            parts.append(compare(left, right) if isinstance(left, Expr) else Expr(compare(*_beside(right.arrow, left)[::-1])))
+            parts.append(compare(left, right) if isinstance(left, Expr) else Expr(compare(_scalar(left), right.arrow)))
         left = right
     combined = parts[0]
     for part in parts[1:]:

@@ -75,16 +75,27 @@ def _closing_heartbeat_filter(worker: Any) -> Callable[[logging.LogRecord], bool
 WARM_IMPORTS = ("airflowless.data.physical.tasks", "pyarrow.dataset")  # the second imports pandas
 
 
-def _warm_imports() -> None:
-    """Import what a first Data task needs while the worker waits for work: Data's tasks and pyarrow's dataset
-    reader, which imports pandas (0.2-0.3 s of a fresh process's first read, measured on W1's cold pass)."""
+def _start_warm_imports() -> None:
+    """Import what a first Data task needs in a thread, while the worker waits for work: Data's tasks and
+    pyarrow's dataset reader, which imports pandas (0.2-0.3 s of a fresh process's first read, measured on W1's
+    cold pass). A task that forks meanwhile (multiprocessing, a DataLoader) waits for the imports to end: a child
+    forked mid-import inherits the module's lock held by a thread it does not have, and hangs on that import."""
     import importlib
 
-    for name in WARM_IMPORTS:
+    done = threading.Event()
+
+    def warm() -> None:
         try:
-            importlib.import_module(name)
-        except ImportError as exc:  # a first task that needs it says so itself
-            logging.getLogger(__name__).debug("worker: not importing %s ahead (%s)", name, exc)
+            for name in WARM_IMPORTS:
+                try:
+                    importlib.import_module(name)
+                except ImportError as exc:  # a first task that needs it says so itself
+                    logging.getLogger(__name__).debug("worker: not importing %s ahead (%s)", name, exc)
+        finally:
+            done.set()
+
+    os.register_at_fork(before=lambda: done.wait(30))
+    threading.Thread(target=warm, name="airflowless-warm-imports", daemon=True).start()
 
 
 def main(argv: list[str]) -> None:
@@ -100,7 +111,7 @@ def main(argv: list[str]) -> None:
     from distributed.utils import silence_logging_cmgr
 
     from airflowless._dask_internals import require_http_client_certificates, wait_for_signals
-    from airflowless.settings import get_settings
+    from airflowless.settings import switched_on
 
     options = dict(spec["worker"])
     if spec.get("tls"):
@@ -118,8 +129,8 @@ def main(argv: list[str]) -> None:
         require_http_client_certificates(worker)
         with os.fdopen(spec["ready_fd"], "w") as ready:
             ready.write(f"{worker.address}\n")
-        if get_settings().warm_workers:
-            threading.Thread(target=_warm_imports, name="airflowless-warm-imports", daemon=True).start()
+        if switched_on("AIRFLOWLESS_WARM_WORKERS"):  # read alone: a bad other setting must not end the worker
+            _start_warm_imports()
         signals = asyncio.ensure_future(wait_for_signals())
         finished = asyncio.ensure_future(worker.finished())
         await asyncio.wait([signals, finished], return_when=asyncio.FIRST_COMPLETED)

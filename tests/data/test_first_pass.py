@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflowless.data.block import to_batch
-from airflowless.data.expressions import _scalar, col, to_arrow
+from airflowless.data.expressions import _scalar, col, lit, to_arrow
 
 LITERALS = [True, False, 0, -1, 2**63 - 1, -2**63, 1.5, -0.0, 1e300, float("inf"), "", "héllo", None,
             datetime.date(2026, 1, 2), b"raw"]
@@ -28,7 +27,8 @@ LITERALS = [True, False, 0, -1, 2**63 - 1, -2**63, 1.5, -0.0, 1e300, float("inf"
 
 @pytest.mark.parametrize("value", LITERALS, ids=repr)
 def test_a_literal_built_from_its_bytes_is_what_pyarrow_makes_of_it(value: object) -> None:
-    assert _scalar(value).equals(pc.scalar(value))
+    made = pc.scalar(value)
+    assert _scalar(value).equals(made.cast(pa.float64()) if isinstance(value, float) else made)
 
 
 def test_a_literal_past_64_bits_is_pyarrows_error() -> None:
@@ -38,16 +38,20 @@ def test_a_literal_past_64_bits_is_pyarrows_error() -> None:
 
 def test_a_float_literal_beside_an_integer_column_compares_in_float64() -> None:
     """Arrow alone binds 1.0 as float32 and casts the int64 column to it, failing past 2**24."""
-    table = pa.table({"id": pa.array([2**24 + 1, 3, 2**60], pa.int64()), "x": pa.array([0.5, 1.5, 2.5], pa.float32())})
+    table = pa.table({"id": pa.array([2**24 + 1, 3, 2**53], pa.int64()), "x": pa.array([0.5, 1.5, 2.5], pa.float32()),
+                      "s": ["1.5", "a", "b"]})
 
     def ids(expr: object) -> list[int]:
         return table.filter(to_arrow(expr))["id"].to_pylist()
 
-    assert ids("id > 1.0") == ids("1.0 < id") == ids(col("id") > 1.0) == [2**24 + 1, 3, 2**60]
+    assert ids("id > 1.0") == ids("1.0 < id") == ids(col("id") > 1.0) == [2**24 + 1, 3, 2**53]
+    assert ids(col("id") > lit(1.0)) == ids(lit(1.0) < col("id")) == [2**24 + 1, 3, 2**53]
     assert ids("id + 0.5 == 16777217.5") == [2**24 + 1]  # in float32 the sum would be 16777218
-    assert ids("x > 1.0") == ids(2.0 * col("x") > 2) == [3, 2**60]
-    assert ids(0.5 + col("id") == 16777217.5) == [2**24 + 1]
+    assert ids(0.5 + col("id") == 16777217.5) == ids(col("id") + lit(0.5) == 16777217.5) == [2**24 + 1]
+    assert ids("x > 1.0") == ids(2.0 * col("x") > 2) == [3, 2**53]
     assert ids("x * 2 == 3") == [3]
+    with pytest.raises(pa.ArrowNotImplementedError, match="no kernel"):  # text is not read as a number
+        ids("s == 1.5")
 
 
 def _columns(draw_rows: int, offset: int) -> pa.Table:
@@ -69,7 +73,7 @@ def _columns(draw_rows: int, offset: int) -> pa.Table:
     return table.slice(offset)
 
 
-@pytest.mark.parametrize(("rows", "offset"), [(0, 0), (1, 0), (9, 3), (64, 8), (100, 13)])
+@pytest.mark.parametrize(("rows", "offset"), [(0, 0), (1, 0), (9, 3), (64, 8), (100, 13), (100, 100), (5000, 4093)])
 def test_numpy_columns_are_pyarrows_conversion(rows: int, offset: int) -> None:
     """to_batch's numpy columns, made by numpy from Arrow's buffers: pyarrow's values, types, shapes and
     writability, for every width of number, times, booleans (bits) and slices that start mid-byte."""
@@ -111,12 +115,33 @@ def test_a_driver_reads_filters_and_iterates_numpy_batches_without_pandas(tmp_pa
     assert result == {"rows": expected, "pandas": False, "warm": [False, False]}
 
 
-def test_the_embedded_workers_import_datas_libraries_before_their_first_task(cluster_client: object) -> None:
-    deadline = time.monotonic() + 60
+def test_the_embedded_workers_import_datas_libraries_before_their_first_task(tmp_path: Path) -> None:
+    """No task runs: a fresh cluster's workers hold pyarrow's dataset reader and pandas within a few seconds, and
+    a process they fork meanwhile is not left holding a half-made import."""
+    code = """
+    import json, os, signal, sys, time
+    import airflowless
+    client = airflowless.init(n_workers=2, quiet=True, dashboard_address=None)
+
+    def fork_then_look():  # at once: the background imports are likely still running
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a hang ends the child with SIGALRM
+            import pandas  # hangs where the fork took a module lock mid-import
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        return status
+
+    forked = client.run(fork_then_look)
+    deadline = time.monotonic() + 30
     while True:
-        loaded = cluster_client.run(lambda: "pyarrow.dataset" in sys.modules  # type: ignore[attr-defined]
-                                    and "airflowless.data.physical.tasks" in sys.modules)
+        loaded = client.run(lambda: all(name in sys.modules for name in ("pyarrow.dataset", "pandas",
+                                                                         "airflowless.data.physical.tasks")))
         if all(loaded.values()) or time.monotonic() > deadline:
             break
-        time.sleep(0.2)
-    assert all(loaded.values()), loaded
+        time.sleep(0.1)
+    print(json.dumps({"loaded": list(loaded.values()), "forked": list(forked.values())}))
+    airflowless.shutdown()
+    """
+    result = _in_fresh_process(code, tmp_path, AIRFLOWLESS_WARM_WORKERS="1")
+    assert result == {"loaded": [True, True], "forked": [0, 0]}
