@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 
-__all__ = ["Expr", "col", "lit", "parse", "to_arrow"]
+__all__ = ["Expr", "col", "describe", "lit", "parse", "to_arrow"]
 
 
 def _scalar(value: Any) -> pc.Expression:
@@ -326,3 +327,15 @@ def to_arrow(expr: Any) -> pc.Expression:
         return expr
     raise ConfigError(f"expected a column expression such as col('x') > 0 or the text \"x > 0\", "
                       f"got {type(expr).__name__}")
+
+
+_FLOAT_LITERAL = re.compile(r"cast\(([^(){},]+), \{to_type=double(?:, \w+=(?:true|false))*\}\)")
+
+
+def describe(expression: Any) -> str:
+    """``expression`` as pyarrow writes it, less the cast that wraps each float literal (see :func:`_scalar`).
+
+    >>> describe(to_arrow("x > 1.5 and y == 2"))
+    '((x > 1.5) and (y == 2))'
+    """
+    return _FLOAT_LITERAL.sub(r"\1", str(expression))

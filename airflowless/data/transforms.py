@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ..errors import AirflowlessError, ConfigError, UsageError
 from .block import check_format, concat, from_batch, to_batch
+from .expressions import describe
 
 __all__ = ["BlockTransform", "MapBatchesFn", "MapRowsFn", "FlatMapFn", "FilterFn", "ProjectFn",
            "RenameFn", "DropFn", "AddColumnFn", "ColumnNotFoundError", "UserCodeError"]
@@ -182,7 +183,7 @@ class FilterFn(BlockTransform):
 
     @property
     def name(self) -> str:  # type: ignore[override]
-        return f"Filter({_fn_name(self.fn)})" if self.fn is not None else f"Filter({self.expr})"
+        return f"Filter({_fn_name(self.fn)})" if self.fn is not None else f"Filter({describe(self.expr)})"
 
     def __call__(self, table: pa.Table) -> pa.Table:
         if self.expr is not None:

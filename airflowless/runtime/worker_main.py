@@ -22,9 +22,9 @@ process group (it leads a session: itself and whatever its tasks started).
 SIGTERM or SIGINT close the worker gracefully; the process then ends with
 ``os._exit`` (see the end of :func:`main`).
 
-Once registered, the worker imports what a first Data task needs in a
+Once registered, the worker imports pyarrow's dataset reader and pandas in a
 background thread (:data:`WARM_IMPORTS`), while it has no work yet;
-``AIRFLOWLESS_WARM_WORKERS=0`` leaves that to the first task.
+``AIRFLOWLESS_WARM_WORKERS=0`` leaves that to the first task that reads.
 """
 
 from __future__ import annotations
@@ -72,14 +72,19 @@ def _closing_heartbeat_filter(worker: Any) -> Callable[[logging.LogRecord], bool
     return keep
 
 
-WARM_IMPORTS = ("airflowless.data.physical.tasks", "pyarrow.dataset")  # the second imports pandas
+WARM_IMPORTS = ("pyarrow.dataset",)  # and with it pyarrow, its compute functions and pandas
 
 
 def _start_warm_imports() -> None:
-    """Import what a first Data task needs in a thread, while the worker waits for work: Data's tasks and
-    pyarrow's dataset reader, which imports pandas (0.2-0.3 s of a fresh process's first read, measured on W1's
-    cold pass). A task that forks meanwhile (multiprocessing, a DataLoader) waits for the imports to end: a child
-    forked mid-import inherits the module's lock held by a thread it does not have, and hangs on that import."""
+    """Import pyarrow's dataset reader, and with it pandas, in a thread while the worker waits for work (0.2-0.3 s
+    of a fresh process's first read, measured on W1's cold pass).
+
+    Only other packages' modules: the loop thread imports airflowless's own as it unpickles tasks, and those
+    import each other, so a second thread importing them at the same time made the loop thread meet a half-made
+    module or Python's import deadlock error. A task that forks meanwhile (multiprocessing, a DataLoader) waits
+    for the imports to end: a child forked mid-import inherits a module lock held by a thread it does not have,
+    and hangs on that import.
+    """
     import importlib
 
     done = threading.Event()

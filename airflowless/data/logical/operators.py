@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..expressions import describe
 from ..transforms import BlockTransform
 
 __all__ = ["LogicalOp", "Read", "SplitSpec", "RowSlice", "Shared", "FromBlocks", "MapBlocks", "Fused", "Limit", "Repartition",
@@ -46,7 +47,7 @@ class Read(LogicalOp):
         if self.columns is not None:
             extras.append(f"columns={list(self.columns)}")
         if self.filter is not None:
-            extras.append(f"filter={self.filter}")
+            extras.append(f"filter={describe(self.filter)}")
         if self.limit is not None:
             extras.append(f"limit={self.limit}")
         name = "Read" + self.source.name.capitalize()
