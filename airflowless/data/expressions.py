@@ -45,8 +45,8 @@ def _scalar(value: Any) -> pc.Expression:
 
     A float is wrapped in a cast to float64: Arrow binds a bare float literal that float32 holds exactly (1.0,
     0.5) as float32 and casts an integer column to float32 to meet it, which rounds and fails past 2**24. The
-    cast keeps it float64 (a column is cast to meet it, a text column is still an error, and parquet's
-    row-group statistics still prune).
+    cast keeps it float64 (an integer column is cast to meet it, failing as Arrow does past 2**53; a text column
+    is still an error; parquet's row-group statistics still prune).
     """
     if isinstance(value, bool):
         buffers = [None, pa.py_buffer(bytes([value]))]
@@ -329,13 +329,17 @@ def to_arrow(expr: Any) -> pc.Expression:
                       f"got {type(expr).__name__}")
 
 
-_FLOAT_LITERAL = re.compile(r"cast\(([^(){},]+), \{to_type=double(?:, \w+=(?:true|false))*\}\)")
+_FLOAT_LITERAL = re.compile(
+    r"cast\((-?(?:\d+(?:\.\d*)?(?:e[+-]?\d+)?|inf|nan)), \{to_type=double(?:, \w+=(?:true|false))*\}\)")
 
 
 def describe(expression: Any) -> str:
     """``expression`` as pyarrow writes it, less the cast that wraps each float literal (see :func:`_scalar`).
 
-    >>> describe(to_arrow("x > 1.5 and y == 2"))
-    '((x > 1.5) and (y == 2))'
+    >>> describe(to_arrow("x > 1.5 and 7.5 // x > 0"))
+    '((x > 1.5) and (floor(divide(7.5, x)) > 0))'
     """
-    return _FLOAT_LITERAL.sub(r"\1", str(expression))
+    text, last = str(expression), ""
+    while text != last:  # a cast of a cast of a literal (``//`` and ``%`` cast their left side again)
+        text, last = _FLOAT_LITERAL.sub(r"\1", text), text
+    return text

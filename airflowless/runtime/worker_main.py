@@ -99,8 +99,10 @@ def _start_warm_imports() -> None:
         finally:
             done.set()
 
-    os.register_at_fork(before=lambda: done.wait(30))
-    threading.Thread(target=warm, name="airflowless-warm-imports", daemon=True).start()
+    thread = threading.Thread(target=warm, name="airflowless-warm-imports", daemon=True)
+    thread.start()
+    os.register_at_fork(before=lambda: threading.current_thread() is thread or done.wait(30),
+                        after_in_child=done.set)  # the child has no such thread to wait for
 
 
 def main(argv: list[str]) -> None:

@@ -110,6 +110,9 @@ def test_a_driver_reads_filters_and_iterates_numpy_batches_without_pandas(tmp_pa
     ds = data.read_parquet({str(tmp_path)!r}).map_batches(lambda t: t, batch_format="pyarrow")
     ds = ds.filter(expr="x >= 10 and v > 1.5 and ok == True")
     rows = sum(len(b["x"]) for b in ds.iter_batches(batch_size=4096, batch_format="numpy"))
+    pushed = data.read_parquet({str(tmp_path)!r}).filter(expr="x >= 10 and v > 1.5 and ok == True")
+    assert "filter=" in pushed.explain()  # into the read: the workers filter as they read
+    assert sum(len(b["x"]) for b in pushed.iter_batches(batch_size=4096, batch_format="numpy")) == rows
     print(json.dumps({{"rows": rows, "pandas": "pandas" in sys.modules, "warm": list(warm.values())}}))
     airflowless.shutdown()
     """

@@ -70,6 +70,16 @@ def test_a_filter_after_a_selection_still_reaches_the_reader(parquet_dir: str) -
     assert isinstance(plan, lo.Read) and plan.columns == ("a", "b") and expression_fields(plan.filter) == {"a"}
 
 
+@pytest.mark.parametrize("text", ["b > 1.5", 'c == "x" and b < 2.5', "a % 2.5 == 1"])
+def test_float_and_string_literals_name_no_columns(parquet_dir: str, text: str) -> None:
+    """A float literal prints as a cast with options (``{to_type=double, ...}``), a string as its text: neither
+    is a column, so a filter with them after a selection still reaches the reader."""
+    ds = data.read_parquet(parquet_dir).select_columns(["a", "b", "c"]).filter(expr=text)
+    plan = optimize(ds.plan)
+    assert isinstance(plan, lo.Read) and plan.filter is not None, plan
+    assert expression_fields(plan.filter) <= {"a", "b", "c"}
+
+
 def test_limit_moves_below_row_preserving_maps_and_into_the_reader(parquet_dir: str) -> None:
     ds = data.read_parquet(parquet_dir).rename_columns({"a": "z"}).limit(5).limit(3)
     plan = apply_rule(ds.plan, push_limit.rule)

@@ -13,12 +13,14 @@ from ..logical.operators import LogicalOp, MapBlocks, Read
 from ..transforms import FilterFn
 
 _FIELD = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)(?![\w(])")
+_NOT_FIELDS = re.compile(r"\{[^{}]*\}|\"(?:[^\"\\]|\\.)*\"")  # a function's options, a string literal
 _WORDS = {"and", "or", "not", "true", "false", "null", "is_null", "is_valid", "invert"}
 
 
 def expression_fields(expr: object) -> set[str]:
-    """Column names an expression reads (from its text form, which names fields bare)."""
-    return {m for m in _FIELD.findall(str(expr)) if m not in _WORDS}
+    """Column names an expression reads (from its text form, which names fields bare), less the words of
+    function options (``cast(1.5, {to_type=double, ...})``) and of string literals."""
+    return {m for m in _FIELD.findall(_NOT_FIELDS.sub(" ", str(expr))) if m not in _WORDS}
 
 
 def rule(op: LogicalOp) -> LogicalOp | None:
