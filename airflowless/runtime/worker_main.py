@@ -150,6 +150,9 @@ def main(argv: list[str]) -> None:
     # The worker is closed: end now, without the interpreter's and the C++ libraries' exit code. A framework
     # thread still alive (XGBoost's, gloo's) makes libstdc++ abort with "terminate called without an active
     # exception" while static objects are destroyed, on the driver's console after a Ctrl-C.
+    handoff = sys.modules.get("airflowless.data.execution.handoff")  # imported where a task iterated a Dataset
+    if handoff is not None:
+        handoff.close_inbox()  # os._exit runs no exit handler: its inbox would wait for the next sweep
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

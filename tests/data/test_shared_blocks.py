@@ -14,6 +14,7 @@ import signal
 import stat
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -261,3 +262,32 @@ def test_a_driver_killed_mid_stream_has_its_inbox_swept(tmp_path: Path, home: Pa
                message=f"the killed driver's inbox {folder} swept")
     assert not os.path.exists(folder)
     assert os.path.isdir(handoff.inbox().path)  # a live consumer's inbox is never swept
+
+
+def test_a_worker_that_iterated_a_dataset_removes_its_inbox_when_it_ends(tmp_path: Path) -> None:
+    """A task on a worker iterates a Dataset (the worker makes an inbox); once the cluster shuts down, the
+    worker's inbox is gone at once, not left for the next sweep (workers end by os._exit: no exit handlers)."""
+    code = """
+    import os, sys
+    import numpy as np
+    import airflowless
+    from airflowless import data
+    from airflowless.data.execution import handoff
+
+    def iterate():
+        wide = data.range(200_000, parallelism=4).map_batches(lambda b: {"x": np.ones((len(b["id"]), 8))})
+        rows = sum(len(b["x"]) for b in wide.iter_batches(batch_size=50_000))
+        return rows, handoff.inbox().path
+
+    client = airflowless.init(n_workers=2, quiet=True, dashboard_address=None)
+    rows, folder = client.submit(iterate).result()
+    made = os.path.isdir(folder)
+    airflowless.shutdown()
+    print(rows, made, os.path.exists(folder), folder)
+    """
+    env = {**os.environ, "AIRFLOWLESS_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows, made, left, folder = done.stdout.split()[-4:]
+    assert (rows, made, left) == ("200000", "True", "False"), folder

@@ -66,7 +66,7 @@ import pyarrow as pa
 from ...errors import AirflowlessError
 from ..transforms import BlockTransform
 
-__all__ = ["Inbox", "SharedBlock", "WriteShared", "fused", "inbox", "sweep", "wanted", "write_block"]
+__all__ = ["Inbox", "SharedBlock", "WriteShared", "close_inbox", "fused", "inbox", "sweep", "wanted", "write_block"]
 
 ROOT = "/dev/shm"
 MARK_AGE_S = 3600.0  # a writer still running this long after its consumer stopped leaves its file to the exit
@@ -233,6 +233,14 @@ def inbox() -> Inbox | None:
             except OSError:
                 return None
         return _inbox
+
+
+def close_inbox() -> None:
+    """Remove this process's inbox now, if it made one: for a process that ends by ``os._exit`` (an embedded
+    worker), where the exit handler that would remove it does not run."""
+    made = _inbox
+    if made is not None:
+        made.remove()
 
 
 def sweep(base: str | None = None) -> list[str]:
