@@ -49,8 +49,7 @@ def _scalar(value: Any) -> pc.Expression:
     is still an error; parquet's row-group statistics still prune).
     """
     if isinstance(value, bool):
-        buffers = [None, pa.py_buffer(bytes([value]))]
-        kind = pa.bool_()
+        buffers, kind = [None, pa.py_buffer(bytes([value]))], pa.bool_()
     elif isinstance(value, int) and -2**63 <= value < 2**63:
         buffers, kind = [None, pa.py_buffer(struct.pack("=q", value))], pa.int64()
     elif isinstance(value, float):
