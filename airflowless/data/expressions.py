@@ -24,6 +24,7 @@ A column whose name is not a Python identifier is written ``col("a b")``.
 from __future__ import annotations
 
 import ast
+import ctypes
 import operator
 import re
 import struct
@@ -35,7 +36,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 
-__all__ = ["Expr", "col", "describe", "lit", "parse", "to_arrow"]
+__all__ = ["Expr", "col", "columns_read", "describe", "lit", "parse", "to_arrow"]
 
 
 def _scalar(value: Any) -> pc.Expression:
@@ -342,3 +343,74 @@ def describe(expression: Any) -> str:
     while text != last:  # a cast of a cast of a literal (``//`` and ``%`` cast their left side again)
         text, last = _FLOAT_LITERAL.sub(r"\1", text), text
     return text
+
+
+class _ArrowSchema(ctypes.Structure):
+    """The Arrow C data interface's ``struct ArrowSchema`` (its layout is the interface's stable ABI)."""
+
+    _fields_ = [("format", ctypes.c_char_p), ("name", ctypes.c_char_p), ("metadata", ctypes.c_void_p),
+                ("flags", ctypes.c_int64), ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
+                ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p), ("private_data", ctypes.c_void_p)]
+
+
+# Python's own PyCapsule_GetPointer, typed here (not through ctypes.pythonapi's shared, retypable attribute)
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+
+def _metadata_pairs(schema: pa.Schema) -> list[tuple[str, str]]:
+    """``schema``'s metadata as ordered pairs, repeated keys kept (``schema.metadata`` is a dict, which drops
+    them), read through the C data interface, whose metadata is: int32 count, then per pair an int32 length
+    and the key's bytes, an int32 length and the value's bytes."""
+    capsule = schema.__arrow_c_schema__()
+    metadata = _ArrowSchema.from_address(_capsule_pointer(capsule, b"arrow_schema")).metadata
+    if not metadata:
+        return []
+
+    def int32(at: int) -> int:  # in the machine's own byte order, as the interface says
+        return int(struct.unpack("=i", ctypes.string_at(metadata + at, 4))[0])
+
+    pairs, at = [], 4
+    for _ in range(int32(0)):
+        texts = []
+        for _side in range(2):
+            length = int32(at)
+            texts.append(ctypes.string_at(metadata + at + 4, length).decode())
+            at += 4 + length
+        pairs.append((texts[0], texts[1]))
+    return pairs  # the capsule, alive until here, releases the exported schema when collected
+
+
+def columns_read(expression: Any) -> set[str] | None:
+    """The columns ``expression`` reads (the top-level name of a nested reference), or None if it cannot be told.
+
+    Read from Arrow's own serialised form of the expression (what pickles it): ordered pairs of schema
+    metadata, ``call``/``end`` around a function's arguments, ``field_ref`` a name, ``nested_field_ref`` N
+    before the N names of a path, ``literal`` and ``options`` a column of the batch. Exact for any name, where
+    the printed text is not (``col("a b")``, ``col("1x")``).
+
+    >>> sorted(columns_read(parse('x > 1.5 and name == "y"') & (col("a b") > 0)))
+    ['a b', 'name', 'x']
+    """
+    import pyarrow.ipc
+
+    try:
+        _, (serialised,) = to_arrow(expression).__reduce__()
+        pairs = _metadata_pairs(pyarrow.ipc.open_file(pa.py_buffer(serialised)).schema)
+    except Exception:  # a reference by position does not serialise; a future format may differ
+        return None
+    columns: set[str] = set()
+    path: list[str] = []  # the names of a nested reference read so far
+    path_length = 0
+    for key, value in pairs:
+        if key == "nested_field_ref":
+            path, path_length = [], int(value)
+        elif key == "field_ref" and len(path) < path_length:
+            path.append(value)  # a name inside a path: only its first is a column
+            if len(path) == 1:
+                columns.add(value)
+        elif key == "field_ref":
+            columns.add(value)
+        elif key not in ("call", "end", "literal", "options"):
+            return None
+    return columns

@@ -31,6 +31,12 @@ def test_filter_takes_ray_s_text_expressions_and_arithmetic_on_col(tmp_path: Pat
     assert data.read_parquet(str(tmp_path), filter="trip_distance > 2").count() == 1
 
 
+def test_a_filter_on_a_column_that_a_later_selection_drops_runs() -> None:
+    ds = data.from_arrow(pa.table({"1x": [1, 2, 3], "a b": [0, 5, 5], "v": [10, 20, 30]}))
+    kept = ds.filter(expr=(data.col("1x") > 1) & (data.col("a b") == 5)).select_columns(["v"])
+    assert kept.take_all() == [{"v": 20}, {"v": 30}]  # ColumnNotFoundError when the selection moved below
+
+
 def test_aggregations_take_alias_name_and_ignore_nulls() -> None:
     ds = data.from_pandas(pd.DataFrame({"k": [1, 1, 2, 2], "x": [1.0, None, 2.0, 4.0]}))
     assert ds.aggregate(Sum("x", alias_name="total"), Max("x")) == {"total": 7.0, "max(x)": 4.0}

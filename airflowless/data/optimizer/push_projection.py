@@ -11,7 +11,7 @@ import dataclasses
 
 from ..logical.operators import LogicalOp, MapBlocks, Read
 from ..transforms import FilterFn, ProjectFn
-from .push_filter import expression_fields
+from .push_filter import reads_only
 
 
 def rule(op: LogicalOp) -> LogicalOp | None:
@@ -25,6 +25,6 @@ def rule(op: LogicalOp) -> LogicalOp | None:
         return Read(child.source, columns, child.filter, child.limit)
     if (isinstance(child, MapBlocks) and isinstance(child.transform, FilterFn)
             and child.transform.expr is not None
-            and expression_fields(child.transform.expr) <= set(columns)):
+            and reads_only(child.transform.expr, columns)):
         return dataclasses.replace(child, input=MapBlocks(child.input, op.transform))
     return None
