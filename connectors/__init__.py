@@ -24,6 +24,8 @@ SOURCES: dict[str, str] = {
     "parquet": "connectors.parquet:ParquetSource",
     "csv": "connectors.csv:CSVSource",
     "json": "connectors.json:JSONSource",
+    "text": "connectors.text:TextSource",
+    "binary": "connectors.text:BinarySource",
     "sql": "connectors.sql:SQLSource",
     "memory": "connectors.memory:TablesSource",
     "range": "connectors.memory:RangeSource",

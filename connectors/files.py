@@ -20,10 +20,13 @@ class FileSource(Datasource):
 
     suffixes: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, paths: str | Sequence[str], *, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, paths: str | Sequence[str], *, storage_options: dict[str, Any] | None = None,
+                 suffixes: tuple[str, ...] | None = None) -> None:
+        """``suffixes``: the files of a folder or glob to read, in place of the class's :attr:`suffixes`."""
         self.paths = paths
         self.storage_options = storage_options or {}
-        self.fs, self.files = expand_paths(paths, suffixes=self.suffixes, storage_options=self.storage_options)
+        self.fs, self.files = expand_paths(paths, suffixes=self.suffixes if suffixes is None else suffixes,
+                                           storage_options=self.storage_options)
 
     _first_columns: list[str] | None = None
 

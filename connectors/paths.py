@@ -35,7 +35,8 @@ def expand_paths(paths: str | Sequence[str], *, suffixes: tuple[str, ...],
         else:
             raise SourceNotFoundError(f"{item!r} does not exist: expected a file, a folder, a glob or a URL")
         if not matches:
-            raise SourceNotFoundError(f"{item!r} matched no file ending in {', '.join(suffixes)}")
+            raise SourceNotFoundError(f"{item!r} matched no file" + (f" ending in {', '.join(suffixes)}" if suffixes
+                                                                       else ""))
         found.extend(matches)
     return fs, found
 

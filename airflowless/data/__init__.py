@@ -19,15 +19,17 @@ from .read_api import (
     from_numpy,
     from_pandas,
     range,
+    read_binary_files,
     read_csv,
     read_datasource,
     read_json,
     read_parquet,
     read_sql,
+    read_text,
 )
 
 __all__ = ["Dataset", "GroupedData", "DataContext", "StallError", "col", "lit", "ActorPoolStrategy", "TaskPoolStrategy",
            "read_parquet", "read_datasource",
-           "read_csv", "read_json", "read_sql",
+           "read_csv", "read_json", "read_sql", "read_text", "read_binary_files",
            "from_pandas", "from_arrow", "from_numpy", "from_items", "from_dask", "range", "AggregateFn",
            "Count", "Sum", "Min", "Max", "Mean", "Std"]

@@ -65,6 +65,37 @@ def read_json(paths: str | Sequence[str], *, columns: Sequence[str] | None = Non
     return read_datasource(get_source("json")(paths, storage_options=storage_options), columns=columns)
 
 
+def read_text(paths: str | Sequence[str], *, encoding: str = "utf-8", drop_empty_lines: bool = True,
+              include_paths: bool = False, file_extensions: Sequence[str] | None = None,
+              storage_options: dict[str, Any] | None = None) -> Dataset:
+    """Each line of text files as a row of ``text`` (one block per file; compressed files by their suffix).
+
+    Blank lines are dropped unless ``drop_empty_lines=False``; ``include_paths``
+    adds each row's file as ``path``; ``file_extensions=["txt"]`` keeps only
+    those files of a folder or glob (every file, by default).
+
+    >>> ds = read_text("s3://bucket/logs/", file_extensions=["log"])  # doctest: +SKIP
+    """
+    from connectors import get_source
+
+    return read_datasource(get_source("text")(paths, encoding=encoding, drop_empty_lines=drop_empty_lines,
+                                              include_paths=include_paths, file_extensions=file_extensions,
+                                              storage_options=storage_options))
+
+
+def read_binary_files(paths: str | Sequence[str], *, include_paths: bool = False,
+                      file_extensions: Sequence[str] | None = None,
+                      storage_options: dict[str, Any] | None = None) -> Dataset:
+    """Each file as one row of ``bytes``, as it is on disk (``include_paths`` adds ``path``).
+
+    >>> ds = read_binary_files("data/images/", include_paths=True, file_extensions=["png"])  # doctest: +SKIP
+    """
+    from connectors import get_source
+
+    return read_datasource(get_source("binary")(paths, include_paths=include_paths,
+                                                file_extensions=file_extensions, storage_options=storage_options))
+
+
 def read_sql(sql: str, connection_url: str, *, parallelism: int | None = None,
              partition_column: str | None = None) -> Dataset:
     """The rows of a query, read with SQLAlchemy (``postgresql://`` uses psycopg 3).

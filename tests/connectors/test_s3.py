@@ -1,4 +1,4 @@
-"""Object storage through fsspec: parquet, CSV and JSON to S3 (moto's server) and back, via the workers.
+"""Object storage through fsspec (moto's S3 server), via the workers: parquet, CSV, JSON out and back; text, files in.
 
 The Dask workers are other processes that never saw this test's environment,
 so the credentials and the endpoint reach them only inside the tasks'
@@ -68,3 +68,16 @@ def test_s3_read_with_projection_and_filter(s3_endpoint: str, bucket: str) -> No
                            storage_options=options(s3_endpoint))
 
     assert sorted(r["id"] for r in ds.take_all()) == [7, 8, 9]
+
+
+def test_s3_text_lines_and_binary_files(s3_endpoint: str, bucket: str) -> None:
+    client = s3_client(s3_endpoint)
+    client.put_object(Bucket=bucket, Key="logs/a.log", Body=b"one\ntwo\n")
+    client.put_object(Bucket=bucket, Key="logs/b.log", Body=b"three\n")
+    client.put_object(Bucket=bucket, Key="logs/c.bin", Body=b"\x00\xff")
+
+    lines = data.read_text(f"s3://{bucket}/logs", file_extensions=["log"], storage_options=options(s3_endpoint))
+    assert [row["text"] for row in lines.take_all()] == ["one", "two", "three"]
+    files = data.read_binary_files(f"s3://{bucket}/logs", include_paths=True, storage_options=options(s3_endpoint))
+    assert {row["path"]: row["bytes"] for row in files.take_all()} == {
+        f"{bucket}/logs/a.log": b"one\ntwo\n", f"{bucket}/logs/b.log": b"three\n", f"{bucket}/logs/c.bin": b"\x00\xff"}
