@@ -404,6 +404,8 @@ def columns_read(expression: Any) -> set[str] | None:
     path_length = 0
     for key, value in pairs:
         if key == "nested_field_ref":
+            if not value.isdigit():
+                return None
             path, path_length = [], int(value)
         elif key == "field_ref" and len(path) < path_length:
             path.append(value)  # a name inside a path: only its first is a column

@@ -69,6 +69,20 @@ def test_a_selection_stays_above_a_filter_on_a_column_it_drops_whatever_its_name
     assert order([name, "v"]) == ["ProjectFn", "FilterFn"]  # it covers the filter's column: it moves
 
 
+def test_a_filter_whose_columns_cannot_be_told_moves_nothing(parquet_dir: str) -> None:
+    ds = data.from_arrow(pa.table({"a": [1, 2], "v": [3, 4]})).filter(expr=pc.field(0) > 1)  # by position
+    plan = optimize(ds.select_columns(["v"]).plan)
+    assert isinstance(plan, lo.Fused) and [type(t).__name__ for t in plan.transforms] == ["FilterFn", "ProjectFn"]
+    read = optimize(data.read_parquet(parquet_dir).select_columns(["a", "b"]).filter(expr=pc.field(0) > 1).plan)
+    assert isinstance(read, lo.Fused) and isinstance(read.input, lo.Read) and read.input.filter is None
+
+
+def test_a_filter_on_a_column_the_read_drops_stays_out_of_the_reader(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"1x": [1, 2], "v": [3, 4]}), tmp_path / "p.parquet")
+    plan = optimize(data.read_parquet(str(tmp_path)).select_columns(["v"]).filter(expr=data.col("1x") > 1).plan)
+    assert isinstance(plan, lo.Fused) and isinstance(plan.input, lo.Read) and plan.input.filter is None
+
+
 def test_columns_read_names_each_column_exactly() -> None:
     assert columns_read('x > 1.5 and name == "y" and not (z in [1, 2])') == {"x", "name", "z"}
     assert columns_read(data.col("a b") + data.col("1x") > data.lit(0)) == {"a b", "1x"}
