@@ -314,8 +314,17 @@ def _as_list(out: Any) -> list[Any]:
     if isinstance(out, dict):
         out = pd.DataFrame(out)
     if isinstance(out, pd.DataFrame):
-        return out.iloc[:, 0].tolist() if out.shape[1] == 1 else out.to_dict("records")
+        rows = out.iloc[:, 0].tolist() if out.shape[1] == 1 else out.to_dict("records")
+        return [_listed(row) for row in rows]  # a column may hold an array per row (a model's 2-D output)
     return np.asarray(out).tolist()  # type: ignore[no-any-return]
+
+
+def _listed(value: Any) -> Any:
+    """``value`` with numpy arrays and numbers (in a record too) as lists and Python numbers."""
+    if isinstance(value, dict):
+        return {key: _listed(item) for key, item in value.items()}
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else value
 
 
 PredictorDeployment = deployment(Predictor, name="PredictorDeployment")

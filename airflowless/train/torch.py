@@ -34,13 +34,14 @@ from .backends.torch import TorchBackend, torch_device
 from .checkpoint import Checkpoint
 from .config import DataConfig, RunConfig, ScalingConfig
 from .context import get_context
+from .torch_checkpoint import TorchCheckpoint, TorchPredictor
 from .trainer import DataParallelTrainer
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TorchTrainer", "TorchConfig", "TorchBackend", "prepare_model", "prepare_data_loader", "get_device",
-           "DeviceDataLoader"]
+__all__ = ["TorchTrainer", "TorchConfig", "TorchBackend", "TorchCheckpoint", "TorchPredictor", "prepare_model",
+           "prepare_data_loader", "get_device", "DeviceDataLoader"]
 
 _PROCESS_GROUP_BACKENDS = ("gloo", "nccl", "mpi")
 

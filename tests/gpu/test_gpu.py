@@ -1,4 +1,5 @@
-"""GPU workers, proven on a GPU: placement, Train on NCCL, fractional GPUs for trials, GPU maps, serve, scoring.
+"""GPU workers, proven on a GPU: placement, Train on NCCL, fractional GPUs for trials, GPU maps, serve, scoring,
+TorchPredictor.
 
 Skipped with the reason where PyTorch sees no CUDA device (tests/gpu/conftest.py).
 On a lent machine: ``bash tests/gpu/run_on_device.sh``.
@@ -148,3 +149,20 @@ def test_predictor_deployment_answers_from_the_gpu(cluster_client: Any, taxi: st
         assert 0.0 <= predictions[0]["predictions"] <= 1.0
     finally:
         serve.shutdown()
+
+
+def test_torch_predictor_on_the_gpu_matches_the_cpu() -> None:
+    import copy
+
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from airflowless.train.torch import TorchPredictor
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    frame = pd.DataFrame({"x": list(np.random.default_rng(0).normal(size=(64, 3)).astype("float32"))})
+    on_cpu = TorchPredictor(copy.deepcopy(model)).predict(frame)
+    on_gpu = TorchPredictor(model, use_gpu=True).predict(frame)  # the module moves to cuda, the rows with it
+    assert np.allclose(np.stack(on_gpu["predictions"]), np.stack(on_cpu["predictions"]), atol=1e-5)
