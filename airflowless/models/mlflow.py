@@ -1,5 +1,5 @@
-"""MLflow interop: a registered version as an MLflow model (XGBoost, LightGBM, scikit-learn flavours, each with
-``python_function``), pushed to an MLflow Model Registry, and an MLflow model version brought into this registry.
+"""MLflow interop: a registered version as an MLflow model (XGBoost, LightGBM, scikit-learn, PyTorch flavours, each
+with ``python_function``), pushed to an MLflow Model Registry, and an MLflow model version brought into this registry.
 
 >>> export_mlflow("taxi-big-tip", 3, "/tmp/taxi-mlflow")                               # doctest: +SKIP
 >>> push_to_mlflow("taxi-big-tip", 3, tracking_uri="http://127.0.0.1:5000")             # doctest: +SKIP
@@ -7,7 +7,9 @@
 
 What goes across is the model itself: a checkpoint's ``preprocessor.pkl`` (an
 airflowless preprocessor) is not part of an MLflow flavour, and is left out
-(the export says so). Needs the ``tracking`` extra (``mlflow``).
+(the export says so). A Torch checkpoint goes across when its ``model.pt``
+holds a whole module (``TorchCheckpoint.from_model``); weights alone have no
+module to export. Needs the ``tracking`` extra (``mlflow``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ if TYPE_CHECKING:
 
 __all__ = ["export_mlflow", "push_to_mlflow", "import_from_mlflow"]
 
-_FLAVOURS = {"xgboost": "mlflow.xgboost", "lightgbm": "mlflow.lightgbm", "sklearn": "mlflow.sklearn"}
+_FLAVOURS = {"xgboost": "mlflow.xgboost", "lightgbm": "mlflow.lightgbm", "sklearn": "mlflow.sklearn",
+             "pytorch": "mlflow.pytorch"}
+# MLflow's own default for PyTorch traces the module, which needs an input example: the module is saved whole
+_OPTIONS: dict[str, dict[str, Any]] = {"pytorch": {"serialization_format": "pickle"}}
 
 
 def _flavour(kind: str) -> Any:
@@ -40,13 +45,20 @@ def _flavour(kind: str) -> Any:
 
 def _model_of(version: ModelVersion) -> tuple[str, Any]:
     from ..serve.predictor import load_model
+    from ..train.torch_checkpoint import MODEL_FILE, TorchCheckpoint
 
     with version.checkpoint.as_directory() as folder:
+        if os.path.exists(os.path.join(folder, MODEL_FILE)):
+            try:
+                return "pytorch", TorchCheckpoint.of(folder).get_model()
+            except ConfigError as exc:  # a state dict: no module to export
+                raise ConfigError(f"{version.model_uri}: {exc}; MLflow export takes a whole module "
+                                  "(TorchCheckpoint.from_model)") from None
         try:
             kind, model, _ = load_model(folder)
         except FileNotFoundError as exc:
-            raise ConfigError(f"{version.model_uri}: {exc}; MLflow export takes XGBoost, LightGBM and "
-                              "scikit-learn checkpoints") from None
+            raise ConfigError(f"{version.model_uri}: {exc}; MLflow export takes XGBoost, LightGBM, "
+                              "scikit-learn and PyTorch checkpoints") from None
     return kind, model
 
 
@@ -56,7 +68,7 @@ def export_mlflow(name: str, version: int, path: str | os.PathLike[str], *, stor
 
     found = get(name, version, store=store)
     kind, model = _model_of(found)
-    _flavour(kind).save_model(model, os.fspath(path), metadata=_metadata(found))
+    _flavour(kind).save_model(model, os.fspath(path), metadata=_metadata(found), **_OPTIONS.get(kind, {}))
     return kind
 
 
@@ -78,7 +90,7 @@ def push_to_mlflow(name: str, version: int, *, tracking_uri: str, registered_nam
         mlflow.set_tags({**(found.tags or {}), "airflowless.model": name, "airflowless.version": str(version),
                          "airflowless.digest": found.digest})
         info = _flavour(kind).log_model(model, name="model", registered_model_name=registered_name or name,
-                                        metadata=_metadata(found))
+                                        metadata=_metadata(found), **_OPTIONS.get(kind, {}))
     registered = getattr(info, "registered_model_version", None)
     if registered is None:
         raise ConfigError(f"the MLflow server at {tracking_uri} did not register the model (has it a model "
@@ -108,9 +120,15 @@ def import_from_mlflow(model_uri: str, name: str, *, tracking_uri: str | None = 
         elif "sklearn" in flavours:
             with open(checkpoint / "model.pkl", "wb") as f:
                 pickle.dump(_flavour("sklearn").load_model(local), f)
+        elif "pytorch" in flavours:
+            import torch
+
+            from ..train.torch_checkpoint import MODEL_FILE
+
+            torch.save(_flavour("pytorch").load_model(local, map_location="cpu"), checkpoint / MODEL_FILE)
         else:
             raise ConfigError(f"{model_uri} is an MLflow model of flavour(s) {sorted(flavours)}; the registry "
-                              "imports xgboost, lightgbm and sklearn")
+                              "imports xgboost, lightgbm, sklearn and pytorch")
         return register(name, str(checkpoint), description=f"imported from MLflow {model_uri}",
                         tags={"mlflow.source": model_uri}, store=store)
 

@@ -61,12 +61,39 @@ def test_a_version_goes_to_mlflow_and_comes_back(mlflow_server: str, db: Store, 
     assert np.allclose(again.predict(xgb.DMatrix(rows)), expected, atol=1e-6)
 
 
+def test_a_torch_module_goes_to_mlflow_and_comes_back(mlflow_server: str, db: Store, tmp_path: Path) -> None:
+    import mlflow
+
+    torch = require_module("torch")
+    from airflowless.train.torch import TorchCheckpoint
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    models.register("mlp", TorchCheckpoint.from_model(module), store=db)
+    rows = np.random.default_rng(5).normal(size=(20, 3)).astype(np.float32)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(rows)).numpy()
+
+    assert export_mlflow("mlp", 1, tmp_path / "exported", store=db) == "pytorch"
+    assert np.allclose(np.asarray(mlflow.pyfunc.load_model(str(tmp_path / "exported")).predict(rows)), expected)
+    number = push_to_mlflow("mlp", 1, tracking_uri=mlflow_server, registered_name="mlp-from-airflowless", store=db)
+    back = import_from_mlflow(f"models:/mlp-from-airflowless/{number}", "mlp-roundtrip", tracking_uri=mlflow_server,
+                              store=db)
+    with torch.no_grad():
+        again = TorchCheckpoint.of(back.uri).get_model()(torch.from_numpy(rows)).numpy()
+    assert np.allclose(again, expected)
+
+    models.register("weights", TorchCheckpoint.from_state_dict(module.state_dict()), store=db)
+    with pytest.raises(ConfigError, match=r"state dict.*MLflow export takes a whole module"):
+        export_mlflow("weights", 1, tmp_path / "weights", store=db)
+
+
 def test_a_checkpoint_mlflow_has_no_flavour_for_is_refused(db: Store, tmp_path: Path) -> None:
     folder = tmp_path / "ckpt"
     folder.mkdir()
     (folder / "weights.bin").write_bytes(b"\0" * 16)
     models.register("custom", str(folder), store=db)
-    with pytest.raises(ConfigError, match="MLflow export takes XGBoost, LightGBM and scikit-learn"):
+    with pytest.raises(ConfigError, match="MLflow export takes XGBoost, LightGBM, scikit-learn and PyTorch"):
         export_mlflow("custom", 1, tmp_path / "out", store=db)
 
 
