@@ -1,11 +1,13 @@
 """Files as rows: each line of text files, or each whole file as bytes (Ray's ``read_text``, ``read_binary_files``).
 
-One read task, and one block, per file. Text is decoded with ``encoding``
-(gzip, bz2, xz and zstd files by their suffix, through fsspec) and split at
-``\\n``; a ``\\r`` before it goes with it, and a file's last newline ends its
-last line without starting an empty one. Blank lines (nothing but white space)
-are dropped unless ``drop_empty_lines=False``. Binary files are read as they
-are, never decompressed. ``include_paths`` adds a ``path`` column.
+One read task, and one block, per file (under 2 GiB each). Text files ending
+in ``.gz``, ``.bz2``, ``.xz`` or ``.zst`` (with the ``zstandard`` package) are
+decompressed; the text is decoded with ``encoding`` and split at ``\\n``; a
+``\\r`` before it goes with it, and a file's last newline ends its last line
+without starting an empty one. Blank lines (nothing but white space) are
+dropped unless ``drop_empty_lines=False``. Binary files are read as they are,
+never decompressed (Ray decompresses them). ``include_paths`` adds a ``path``
+column.
 
 >>> import pathlib, tempfile
 >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -20,7 +22,6 @@ are, never decompressed. ``include_paths`` adds a ``path`` column.
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -35,7 +36,8 @@ from .parquet import ReadError
 
 __all__ = ["TextSource", "BinarySource"]
 
-_MOST_BYTES = (1 << 31) - 1  # Arrow's binary type holds at most this many bytes in one array
+_MOST_BYTES = (1 << 31) - 2  # Arrow's string and binary types hold at most this many bytes in one array
+_COMPRESSION = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}  # by suffix; a .zip is no text file
 
 
 class _WholeFiles(FileSource):
@@ -45,13 +47,17 @@ class _WholeFiles(FileSource):
     kind: ClassVar[str] = ""
 
     def __init__(self, paths: str | Sequence[str], *, include_paths: bool = False,
-                 file_extensions: Sequence[str] | None = None, storage_options: dict[str, Any] | None = None) -> None:
+                 file_extensions: str | Sequence[str] | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self.include_paths = include_paths
-        suffixes = None if file_extensions is None else tuple(f".{e.lstrip('.')}" for e in file_extensions)  # "txt"
-        super().__init__(paths, storage_options=storage_options, suffixes=suffixes)
+        super().__init__(paths, storage_options=storage_options, suffixes=_suffixes(file_extensions))
 
     def read_columns(self, path: str) -> list[str]:
-        return [self.column, "path"] if self.include_paths else [self.column]
+        return self.schema().names
+
+    def schema(self) -> pa.Schema:
+        value = pa.string() if self.column == "text" else pa.binary()
+        return pa.schema([(self.column, value), ("path", pa.string())][:2 if self.include_paths else 1])
 
     def read(self, task: ReadTask, *, columns: Sequence[str] | None = None,
              filter: Any = None) -> Iterable[pa.Table]:
@@ -69,9 +75,13 @@ class _WholeFiles(FileSource):
     def _bytes(self, path: str, compression: str | None) -> bytes:
         try:
             with self.fs.open(path, "rb", compression=compression) as f:
-                return bytes(f.read())
-        except (OSError, EOFError) as exc:
-            raise ReadError(f"cannot read {self.kind} file {path!r}: {exc}") from exc
+                data = bytes(f.read())
+        except Exception as exc:  # a missing file, a corrupt archive (zlib.error, LZMAError, ...)
+            raise ReadError(f"cannot read {self.kind} file {path!r}: {type(exc).__name__}: {exc}") from exc
+        if len(data) > _MOST_BYTES:
+            raise ReadError(f"{self.kind} file {path!r} holds {len(data):,} bytes; a block holds at most "
+                            f"{_MOST_BYTES:,} (2 GiB): split the file")
+        return data
 
 
 class TextSource(_WholeFiles):
@@ -84,15 +94,15 @@ class TextSource(_WholeFiles):
     def __init__(self, paths: str | Sequence[str], *, encoding: str = "utf-8", drop_empty_lines: bool = True,
                  **options: Any) -> None:
         try:
-            codecs.lookup(encoding)  # the caller's error, told here rather than by every read task
-        except LookupError:
-            raise ConfigError(f"read_text: no text encoding is named {encoding!r}; pass one Python knows, "
-                              "e.g. 'utf-8' or 'latin-1'") from None
+            b"x".decode(encoding, errors="ignore")  # the caller's error, told here rather than by every read task
+        except LookupError:  # unknown, or no text encoding ("rot13", "base64")
+            raise ConfigError(f"read_text: {encoding!r} is no text encoding Python knows; pass one such as "
+                              "'utf-8' or 'latin-1'") from None
         self.encoding, self.drop_empty_lines = encoding, drop_empty_lines
         super().__init__(paths, **options)
 
     def values(self, path: str) -> pa.Array:
-        raw = self._bytes(path, "infer")
+        raw = self._bytes(path, _compression(path))
         try:
             text = raw.decode(self.encoding)
         except UnicodeDecodeError as exc:
@@ -116,11 +126,25 @@ class BinarySource(_WholeFiles):
     kind = "binary"
 
     def values(self, path: str) -> pa.Array:
-        try:
-            size = self.fs.size(path)
-        except OSError as exc:
-            raise ReadError(f"cannot read binary file {path!r}: {exc}") from exc
-        if size is not None and size > _MOST_BYTES:
-            raise ReadError(f"binary file {path!r} holds {size:,} bytes; a row holds at most {_MOST_BYTES:,} "
-                            "(2 GiB): read a file that large in parts yourself")
         return pa.array([self._bytes(path, None)], pa.binary())
+
+
+def _suffixes(file_extensions: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """Ray's ``file_extensions`` (``"txt"``, ``[".csv", "tsv"]``) as the suffixes a folder's files are kept by."""
+    if file_extensions is None:
+        return None
+    extensions = [file_extensions] if isinstance(file_extensions, str) else list(file_extensions)
+    if not extensions:
+        raise ConfigError("file_extensions=[] keeps no file; pass None to read every file")
+    return tuple(f".{extension.lstrip('.')}".lower() for extension in extensions)
+
+
+def _compression(path: str) -> str | None:
+    """The compression a text file's suffix names, if this process can read it (a ``ReadError`` if not)."""
+    from fsspec.compression import compr
+
+    name = next((name for suffix, name in _COMPRESSION.items() if path.lower().endswith(suffix)), None)
+    if name is not None and name not in compr:
+        raise ReadError(f"text file {path!r} is {name}-compressed, which this process cannot read: "
+                        "pip install zstandard where the workers run")
+    return name

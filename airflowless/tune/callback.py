@@ -30,6 +30,7 @@ seen as a one-trial experiment, as in Ray.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,13 +86,13 @@ class Callback:
     def on_start(self, name: str, config: dict[str, Any], path: str) -> None:
         """A Trainer's fit started: ``setup`` and ``on_trial_start`` for a trial named after the run."""
         trial = Trial(name, config, TrialStatus.RUNNING, path=path)
-        self._fit_trial = trial
+        self._fits()[threading.get_ident()] = trial
         self.setup(num_samples=1, total_num_samples=1, experiment_name=name, experiment_path=path)
         self.on_trial_start(0, [trial], trial)
 
     def on_report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None) -> None:
         """A Trainer's fit reported: ``on_trial_result``, and ``on_trial_save``/``on_checkpoint`` with a checkpoint."""
-        trial = getattr(self, "_fit_trial", None)
+        trial = self._fits().get(threading.get_ident())
         if trial is None:
             return
         trial.results.append(dict(metrics))
@@ -102,12 +103,16 @@ class Callback:
             self.on_trial_save(step, [trial], trial)
             self.on_checkpoint(step, [trial], trial, checkpoint)
 
+    def _fits(self) -> dict[int, Trial]:
+        """The fits going on, by the thread that runs each: a Tuner of Trainers runs its trials' fits in threads
+        of one process, and their copies of the Trainer share its ``RunConfig(callbacks=...)``."""
+        return self.__dict__.setdefault("_fit_trials", {})  # type: ignore[no-any-return]
+
     def on_end(self, result: Any) -> None:
         """A Trainer's fit ended: ``on_trial_complete`` or ``on_trial_error``, then ``on_experiment_end``."""
-        trial = getattr(self, "_fit_trial", None)
+        trial = self._fits().pop(threading.get_ident(), None)
         if trial is None:
             return
-        del self._fit_trial
         if result.error is None:
             trial.status = TrialStatus.TERMINATED
             self.on_trial_complete(trial.iteration, [trial], trial)

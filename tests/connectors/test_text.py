@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -40,20 +41,39 @@ def test_read_text_gives_each_line_of_every_file_in_order(texts: Path) -> None:
 
 def test_read_text_keeps_blank_lines_when_asked_and_chooses_files_by_extension(texts: Path) -> None:
     kept = data.read_text(str(texts / "a.txt"), drop_empty_lines=False).take_all()
-    assert [row["text"] for row in kept] == ["alpha", "beta", "", "   ", "gamma"]  # a last newline adds no row
+    assert [row["text"] for row in kept] == ["alpha", "beta", "", "   ", "gamma"]
+    (texts / "ends.TXT").write_bytes(b"x\n\n")  # a last newline ends a line and starts none
+    kept = data.read_text(str(texts), file_extensions="txt", drop_empty_lines=False).take_all()
+    assert [row["text"] for row in kept] == ["alpha", "beta", "", "   ", "gamma", "x", ""]  # empty.txt: none
     logs = data.read_text(str(texts), file_extensions=["gz", ".bz2"]).to_pandas()
     assert sorted(logs["text"]) == ["delta", "epsilon", "zeta é"]
     with pytest.raises(SourceNotFoundError, match=r"matched no file ending in \.csv"):
         data.read_text(str(texts), file_extensions=["csv"])
+    with pytest.raises(ConfigError, match=r"file_extensions=\[\] keeps no file"):
+        data.read_text(str(texts), file_extensions=[])
 
 
-def test_read_text_decodes_what_it_is_told_and_names_a_file_it_cannot(tmp_path: Path) -> None:
-    (tmp_path / "latin.txt").write_bytes("café\nnaïve\n".encode("latin-1"))
-    assert [row["text"] for row in data.read_text(str(tmp_path), encoding="latin-1").take_all()] == ["café", "naïve"]
-    with pytest.raises(ReadError, match=r"latin\.txt.*as utf-8 at byte 3.*encoding="):
+def test_hidden_and_marker_files_and_folders_are_left_out_of_a_folder(tmp_path: Path) -> None:
+    for name in (".git/objects/ab12", ".ipynb_checkpoints/notes-checkpoint.txt", "_temporary/0/part-0.txt",
+                 "_SUCCESS", ".env"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"\xff not data")
+    with pytest.raises(SourceNotFoundError, match=r"matched no file \(5 whose name, or a folder's, starts with"):
+        data.read_text(str(tmp_path))
+    (tmp_path / "notes.txt").write_text("kept")
+    assert data.read_text(str(tmp_path)).take_all() == [{"text": "kept"}]
+    assert data.read_text(str(tmp_path / ".env"), encoding="latin-1").count() == 1  # named: read
+
+
+def test_a_corrupt_or_unreadable_compressed_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "bad.log.gz").write_bytes(gzip.compress(b"fine\n" * 100)[:-30] + b"\x00" * 30)
+    with pytest.raises(ReadError, match=r"bad\.log\.gz"):
         data.read_text(str(tmp_path)).take_all()
-    with pytest.raises(ConfigError, match="no text encoding is named 'utf-9'"):
-        data.read_text(str(tmp_path), encoding="utf-9")
+    (tmp_path / "bad.log.gz").unlink()
+    (tmp_path / "z.log.zst").write_bytes(b"(\xb5/\xfd not readable here")
+    if importlib.util.find_spec("zstandard") is None:  # no dependency of ours: without it, the file says so
+        with pytest.raises(ReadError, match=r"z\.log\.zst.*zstd-compressed.*pip install zstandard"):
+            data.read_text(str(tmp_path)).take_all()
 
 
 def test_read_binary_files_gives_each_file_as_it_is(texts: Path) -> None:
