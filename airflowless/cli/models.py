@@ -132,7 +132,7 @@ def _short(values: dict[str, Any] | None, most: int = 4) -> str:
 @_DB
 def export(name: str, version: int, path: str | None, tracking_uri: str | None, registered_name: str | None,
            db: str | None) -> None:
-    """Export VERSION of model NAME as an MLflow model (XGBoost, LightGBM, scikit-learn)."""
+    """Export VERSION of model NAME as an MLflow model (XGBoost, LightGBM, scikit-learn, PyTorch)."""
     from ..models.mlflow import export_mlflow, push_to_mlflow
 
     try:

@@ -30,8 +30,16 @@ __all__ = ["export_mlflow", "push_to_mlflow", "import_from_mlflow"]
 
 _FLAVOURS = {"xgboost": "mlflow.xgboost", "lightgbm": "mlflow.lightgbm", "sklearn": "mlflow.sklearn",
              "pytorch": "mlflow.pytorch"}
-# MLflow's own default for PyTorch traces the module, which needs an input example: the module is saved whole
+# MLflow 3's default for PyTorch may trace the module, which needs an input example: the module is saved whole
+# (MLflow before 3.x has no such option and always saves it whole)
 _OPTIONS: dict[str, dict[str, Any]] = {"pytorch": {"serialization_format": "pickle"}}
+
+
+def _options(kind: str, save: Any) -> dict[str, Any]:
+    """The options of :data:`_OPTIONS` that this MLflow's ``save``/``log_model`` takes."""
+    import inspect
+
+    return {k: v for k, v in _OPTIONS.get(kind, {}).items() if k in inspect.signature(save).parameters}
 
 
 def _flavour(kind: str) -> Any:
@@ -68,7 +76,8 @@ def export_mlflow(name: str, version: int, path: str | os.PathLike[str], *, stor
 
     found = get(name, version, store=store)
     kind, model = _model_of(found)
-    _flavour(kind).save_model(model, os.fspath(path), metadata=_metadata(found), **_OPTIONS.get(kind, {}))
+    flavour = _flavour(kind)
+    flavour.save_model(model, os.fspath(path), metadata=_metadata(found), **_options(kind, flavour.save_model))
     return kind
 
 
@@ -89,8 +98,9 @@ def push_to_mlflow(name: str, version: int, *, tracking_uri: str, registered_nam
             mlflow.log_metrics(numeric)
         mlflow.set_tags({**(found.tags or {}), "airflowless.model": name, "airflowless.version": str(version),
                          "airflowless.digest": found.digest})
-        info = _flavour(kind).log_model(model, name="model", registered_model_name=registered_name or name,
-                                        metadata=_metadata(found), **_OPTIONS.get(kind, {}))
+        flavour = _flavour(kind)
+        info = flavour.log_model(model, name="model", registered_model_name=registered_name or name,
+                                 metadata=_metadata(found), **_options(kind, flavour.log_model))
     registered = getattr(info, "registered_model_version", None)
     if registered is None:
         raise ConfigError(f"the MLflow server at {tracking_uri} did not register the model (has it a model "
@@ -121,11 +131,16 @@ def import_from_mlflow(model_uri: str, name: str, *, tracking_uri: str | None = 
             with open(checkpoint / "model.pkl", "wb") as f:
                 pickle.dump(_flavour("sklearn").load_model(local), f)
         elif "pytorch" in flavours:
+            import cloudpickle
             import torch
 
             from ..train.torch_checkpoint import MODEL_FILE
 
-            torch.save(_flavour("pytorch").load_model(local, map_location="cpu"), checkpoint / MODEL_FILE)
+            module = _flavour("pytorch").load_model(local, map_location="cpu")
+            if isinstance(module, torch.jit.ScriptModule):
+                raise ConfigError(f"{model_uri} is a TorchScript module; the registry imports PyTorch modules "
+                                  "saved whole (TorchCheckpoint.from_model's form), not TorchScript")
+            torch.save(module, checkpoint / MODEL_FILE, pickle_module=cloudpickle)  # a class MLflow kept by value
         else:
             raise ConfigError(f"{model_uri} is an MLflow model of flavour(s) {sorted(flavours)}; the registry "
                               "imports xgboost, lightgbm, sklearn and pytorch")

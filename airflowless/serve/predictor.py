@@ -166,6 +166,8 @@ class Predictor:
         self.model: Any = None
         self._array_ok = False
         if predictor_cls is not None:
+            if feature_columns is not None and _takes(predictor_cls, "feature_columns"):  # TorchPredictor's own
+                predictor_kwargs, feature_columns = {**predictor_kwargs, "feature_columns": feature_columns}, None
             self.custom = build_predictor(predictor_cls, checkpoint, predictor_kwargs)
             self.kind, self.preprocessor = "custom", None
             self.features = list(feature_columns) if feature_columns is not None else None
@@ -304,6 +306,16 @@ def build_predictor(predictor_cls: Any, checkpoint: Checkpoint, kwargs: dict[str
     """A user's predictor: ``predictor_cls.from_checkpoint(checkpoint, **kwargs)``, else its constructor."""
     build = getattr(predictor_cls, "from_checkpoint", None)
     return build(checkpoint, **kwargs) if build is not None else predictor_cls(checkpoint, **kwargs)
+
+
+def _takes(predictor_cls: Any, name: str) -> bool:
+    """Whether the class's ``from_checkpoint`` (or constructor) has a parameter ``name``."""
+    import inspect
+
+    try:
+        return name in inspect.signature(getattr(predictor_cls, "from_checkpoint", predictor_cls)).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _as_list(out: Any) -> list[Any]:

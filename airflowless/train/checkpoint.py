@@ -31,6 +31,8 @@ METADATA_FILE = ".metadata.json"
 class Checkpoint:
     """A directory at ``path`` (local or URL). Cheap to pass around: only the path travels."""
 
+    remove_after_report = False  # a folder made only to be reported (TorchCheckpoint.from_model): gone once copied
+
     def __init__(self, path: str, *, storage_options: dict[str, Any] | None = None,
                  model_uri: str | None = None, model_version: str | None = None) -> None:
         self.path = str(path)

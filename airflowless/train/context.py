@@ -12,6 +12,7 @@ Inside ``train_loop_per_worker`` (and a Tune function trainable):
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -109,6 +110,8 @@ class Session:
             began = time.perf_counter()
             persist_directory(checkpoint.path, uri)
             self.seconds["checkpoint"] = self.seconds.get("checkpoint", 0.0) + time.perf_counter() - began
+        if checkpoint is not None and checkpoint.remove_after_report:  # copied (rank 0), or never kept
+            shutil.rmtree(checkpoint.path, ignore_errors=True)
         from ..jsonsafe import to_plain
 
         message = {"rank": self.context.world_rank, "step": step, "metrics": to_plain(metrics),

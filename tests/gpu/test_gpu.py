@@ -164,5 +164,7 @@ def test_torch_predictor_on_the_gpu_matches_the_cpu() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     frame = pd.DataFrame({"x": list(np.random.default_rng(0).normal(size=(64, 3)).astype("float32"))})
     on_cpu = TorchPredictor(copy.deepcopy(model)).predict(frame)
-    on_gpu = TorchPredictor(model, use_gpu=True).predict(frame)  # the module moves to cuda, the rows with it
+    predictor = TorchPredictor(model, use_gpu=True)  # the module moves to cuda, the rows with it
+    assert next(predictor.model.parameters()).is_cuda
+    on_gpu = predictor.predict(frame)
     assert np.allclose(np.stack(on_gpu["predictions"]), np.stack(on_cpu["predictions"]), atol=1e-5)

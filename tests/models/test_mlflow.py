@@ -4,6 +4,7 @@ pushed to MLflow's registry (its pyfunc predicts what the booster does), and bro
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,8 +68,16 @@ def test_a_torch_module_goes_to_mlflow_and_comes_back(mlflow_server: str, db: St
     torch = require_module("torch")
     from airflowless.train.torch import TorchCheckpoint
 
+    class Net(torch.nn.Module):  # a class of the training script: it travels by value both ways
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+
+        def forward(self, x: Any) -> Any:
+            return self.layers(x)
+
     torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    module = Net()
     models.register("mlp", TorchCheckpoint.from_model(module), store=db)
     rows = np.random.default_rng(5).normal(size=(20, 3)).astype(np.float32)
     with torch.no_grad():
