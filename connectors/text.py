@@ -44,7 +44,7 @@ class _WholeFiles(FileSource):
     """A source whose rows come from each file whole: one column of the file's data, and its path if asked."""
 
     column: ClassVar[str] = ""
-    kind: ClassVar[str] = ""
+    value_type: ClassVar[pa.DataType] = pa.null()
 
     def __init__(self, paths: str | Sequence[str], *, include_paths: bool = False,
                  file_extensions: str | Sequence[str] | None = None,
@@ -56,8 +56,7 @@ class _WholeFiles(FileSource):
         return self.schema().names
 
     def schema(self) -> pa.Schema:
-        value = pa.string() if self.column == "text" else pa.binary()
-        return pa.schema([(self.column, value), ("path", pa.string())][:2 if self.include_paths else 1])
+        return pa.schema([(self.column, self.value_type), ("path", pa.string())][:2 if self.include_paths else 1])
 
     def read(self, task: ReadTask, *, columns: Sequence[str] | None = None,
              filter: Any = None) -> Iterable[pa.Table]:
@@ -77,9 +76,9 @@ class _WholeFiles(FileSource):
             with self.fs.open(path, "rb", compression=compression) as f:
                 data = bytes(f.read())
         except Exception as exc:  # a missing file, a corrupt archive (zlib.error, LZMAError, ...)
-            raise ReadError(f"cannot read {self.kind} file {path!r}: {type(exc).__name__}: {exc}") from exc
+            raise ReadError(f"cannot read {self.name} file {path!r}: {type(exc).__name__}: {exc}") from exc
         if len(data) > _MOST_BYTES:
-            raise ReadError(f"{self.kind} file {path!r} holds {len(data):,} bytes; a block holds at most "
+            raise ReadError(f"{self.name} file {path!r} holds {len(data):,} bytes; a block holds at most "
                             f"{_MOST_BYTES:,} (2 GiB): split the file")
         return data
 
@@ -89,7 +88,7 @@ class TextSource(_WholeFiles):
 
     name = "text"
     column = "text"
-    kind = "text"
+    value_type = pa.string()
 
     def __init__(self, paths: str | Sequence[str], *, encoding: str = "utf-8", drop_empty_lines: bool = True,
                  **options: Any) -> None:
@@ -123,7 +122,7 @@ class BinarySource(_WholeFiles):
 
     name = "binary"
     column = "bytes"
-    kind = "binary"
+    value_type = pa.binary()
 
     def values(self, path: str) -> pa.Array:
         return pa.array([self._bytes(path, None)], pa.binary())

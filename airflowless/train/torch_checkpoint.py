@@ -158,8 +158,10 @@ class TorchPredictor:
                         dtype: Any = None) -> TorchPredictor:
         """A predictor of the checkpoint's module (``model``: the module to load a state dict into)."""
         found = TorchCheckpoint.of(checkpoint)
-        return cls(found.get_model(model), found.get_preprocessor(), use_gpu, feature_columns=feature_columns,
-                   dtype=dtype)
+        with found.as_directory() as folder:  # one copy of a remote checkpoint for the model and the preprocessor
+            local = TorchCheckpoint(folder, model_uri=found.model_uri or found.path)  # named as given in errors
+            module, preprocessor = local.get_model(model), local.get_preprocessor()
+        return cls(module, preprocessor, use_gpu, feature_columns=feature_columns, dtype=dtype)
 
     def call_model(self, inputs: Any) -> Any:
         """The model's output for ``inputs`` (a tensor, or a dict of them by column): override to call it
